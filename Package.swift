@@ -1,0 +1,47 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "gatewayd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Rewriter", targets: ["Rewriter"]),
+        .library(name: "Gateway", targets: ["Gateway"]),
+        .executable(name: "gatewayd", targets: ["gatewayd"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // Pure translation: imports nothing outside the standard library.
+        .target(name: "Rewriter"),
+        .target(
+            name: "Gateway",
+            dependencies: [
+                "Rewriter",
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        .executableTarget(
+            name: "gatewayd",
+            dependencies: [
+                "Gateway",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "RewriterTests",
+            dependencies: [
+                "Rewriter",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: ["Gateway"],
+            resources: []
+        ),
+    ]
+)

@@ -1,0 +1,84 @@
+/// An ordered list of header fields with ASCII case-insensitive names; the
+/// case a name arrived with is kept (legacy services care).
+public struct HeaderList: Sendable, Hashable, RandomAccessCollection, ExpressibleByDictionaryLiteral {
+    public struct Field: Sendable, Hashable {
+        public var name: String
+        public var value: String
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    public private(set) var fields: [Field]
+
+    public init(_ fields: [Field] = []) { self.fields = fields }
+    public init(dictionaryLiteral elements: (String, String)...) {
+        fields = elements.map { Field(name: $0.0, value: $0.1) }
+    }
+
+    public var startIndex: Int { fields.startIndex }
+    public var endIndex: Int { fields.endIndex }
+    public subscript(position: Int) -> Field { fields[position] }
+
+    /// The first value of `name`.
+    public subscript(name: String) -> String? {
+        fields.first { Self.equalNames($0.name, name) }?.value
+    }
+
+    public func values(_ name: String) -> [String] {
+        fields.filter { Self.equalNames($0.name, name) }.map(\.value)
+    }
+
+    public func contains(_ name: String) -> Bool {
+        fields.contains { Self.equalNames($0.name, name) }
+    }
+
+    public mutating func add(_ name: String, _ value: String) {
+        fields.append(Field(name: name, value: value))
+    }
+
+    /// Replaces every field named `name` by one, at the first one's position.
+    public mutating func set(_ name: String, _ value: String) {
+        guard let first = fields.firstIndex(where: { Self.equalNames($0.name, name) }) else {
+            add(name, value)
+            return
+        }
+        fields[first] = Field(name: name, value: value)
+        var i = first + 1
+        while i < fields.count {
+            if Self.equalNames(fields[i].name, name) { fields.remove(at: i) } else { i += 1 }
+        }
+    }
+
+    public mutating func remove(_ name: String) {
+        fields.removeAll { Self.equalNames($0.name, name) }
+    }
+
+    public mutating func removeAll(where predicate: (Field) -> Bool) {
+        fields.removeAll(where: predicate)
+    }
+
+    public static func equalNames(_ a: String, _ b: String) -> Bool {
+        let a = a.utf8, b = b.utf8
+        guard a.count == b.count else { return false }
+        return zip(a, b).allSatisfy { x, y in x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A) }
+    }
+
+    /// RFC 9110 token characters.
+    public static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            default:
+                "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+        }
+    }
+
+    /// A value must not be able to split or end a header: no CR, LF or NUL.
+    public static func isValidValue(_ value: String) -> Bool {
+        !value.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 }
+    }
+}

@@ -1,0 +1,104 @@
+extension Rule {
+    /// Translates one request. `boundary` is asked only for multipart bodies.
+    public func apply(
+        to request: IncomingRequest, boundary: () -> String = MultipartEncoder.randomBoundary
+    ) throws(RewriteError) -> RewrittenRequest {
+        var params = try params.apply(to: try convenienceParameters(of: request))
+        let method = self.method ?? request.method
+
+        var target: [UInt8]
+        if let path {
+            let expanded = path.expand(lookup: { params[$0] }, text: { query.text(of: $0) })
+            for name in path.variableNames { params.removeValue(forKey: name) }
+            target = expanded.first == UInt8(ascii: "/") ? expanded : [UInt8(ascii: "/")] + expanded
+        } else {
+            target = Array(request.path.utf8)
+        }
+
+        let placement = placement(for: method)
+        let queryObject = actualQuery ?? (placement == .query ? params : nil)
+        if let queryObject, !queryObject.isEmpty {
+            let hasQuery = target.contains(UInt8(ascii: "?"))
+            target.append(hasQuery ? UInt8(ascii: "&") : UInt8(ascii: "?"))
+            let encoder = QueryEncoder(options: query, spaceAsPlus: query.spaces == .plus)
+            let before = target.count
+            encoder.encode(queryObject, into: &target)
+            if target.count == before { target.removeLast() }  // every value was omitted
+        }
+
+        var result = RewrittenRequest(method: method, target: String(decoding: target, as: UTF8.self), body: nil, contentType: nil)
+        if let actualBody {
+            encodeBody(actualBody, as: placement == .query ? .json : placement, into: &result, boundary: boundary)
+        } else if placement != .query {
+            encodeBody(.object(params), as: placement, into: &result, boundary: boundary)
+        }
+        return result
+    }
+
+    private func encodeBody(_ value: JSONValue, as encoding: Encoding, into result: inout RewrittenRequest, boundary: () -> String) {
+        switch (encoding, value) {
+        case (.form, .object(let object)):
+            let spaceAsPlus = (query.spaces ?? .plus) == .plus
+            result.body = QueryEncoder(options: query, spaceAsPlus: spaceAsPlus).encode(object)
+            result.contentType = "application/x-www-form-urlencoded"
+        case (.multipart, .object(let object)):
+            let encoder = MultipartEncoder(boundary: boundary(), options: query)
+            let files = Set(params.lazy.filter { $0.type == .file }.map(\.name))
+            result.body = encoder.encode(object, fileKeys: files)
+            result.contentType = encoder.contentType
+        default:
+            result.body = JSONWriter.bytes(value)
+            result.contentType = "application/json"
+        }
+    }
+
+    /// `from`: a JSON or form body, or the query string; then path captures
+    /// overwrite (in place) or join the parameters.
+    func convenienceParameters(of request: IncomingRequest) throws(RewriteError) -> JSONObject {
+        var object: JSONObject
+        let media = request.contentType.map(MediaType.init)
+        switch from {
+        case .query:
+            object = try QueryDecoder.decode(Array((request.query ?? "").utf8))
+        case .body, .auto:
+            if request.body.isEmpty {
+                object = from == .auto ? try QueryDecoder.decode(Array((request.query ?? "").utf8)) : JSONObject()
+            } else if media?.isJSON == true {
+                do {
+                    object = try JSONReader.parseObject(request.body, maxDepth: maxJSONDepth)
+                } catch {
+                    throw RewriteError(.invalidJSON, detail: "the request body is not valid JSON: \(error)")
+                }
+            } else if media?.isForm == true {
+                object = try QueryDecoder.decode(request.body)
+            } else {
+                let type = request.contentType ?? "none"
+                throw RewriteError(
+                    .unsupportedBody,
+                    detail: "parameters are read from a JSON or form body; this body's Content-Type is \(type)")
+            }
+        }
+        for capture in request.captures { object[capture.name] = .string(capture.value) }
+        return object
+    }
+}
+
+/// Just enough media type parsing to tell JSON and form bodies apart.
+struct MediaType {
+    let essence: Substring
+
+    init(_ header: String) {
+        let end = header.firstIndex(of: ";") ?? header.endIndex
+        var essence = header[..<end]
+        while essence.last == " " || essence.last == "\t" { essence.removeLast() }
+        while essence.first == " " || essence.first == "\t" { essence.removeFirst() }
+        self.essence = essence
+    }
+
+    var isJSON: Bool {
+        let lower = essence.lowercased()
+        return lower == "application/json" || (lower.hasPrefix("application/") && lower.hasSuffix("+json"))
+    }
+
+    var isForm: Bool { essence.lowercased() == "application/x-www-form-urlencoded" }
+}
