@@ -49,9 +49,13 @@ struct FileValue: Hashable {
             }
             return false
         }
+        // RFC 2397: an omitted media type means text/plain;charset=US-ASCII.
         var contentType = parameters.joined(separator: ";")
-        if contentType.isEmpty || contentType.hasPrefix(";") { contentType = "text/plain" + contentType }
-        if contentType == "text/plain" { contentType = "text/plain;charset=US-ASCII" }
+        if contentType.isEmpty {
+            contentType = "text/plain;charset=US-ASCII"
+        } else if contentType.hasPrefix(";") {
+            contentType = "text/plain" + contentType
+        }
         let bytes: [UInt8]?
         if isBase64 {
             bytes = PercentEncoding.decode(payload).flatMap(Base64.decode)

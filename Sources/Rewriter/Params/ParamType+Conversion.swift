@@ -1,7 +1,7 @@
 extension ParamType {
     /// Converts `value` to this type; nil when it does not convert. Null passes
     /// through (a null is "no value", whatever the type).
-    func convert(_ value: JSONValue) -> JSONValue? {
+    public func convert(_ value: JSONValue) -> JSONValue? {
         if case .null = value { return .null }
         switch self {
         case .string:

@@ -1,0 +1,208 @@
+import Foundation
+import Rewriter
+import Yams
+
+/// Reads and validates a YAML config; every problem is reported, with its
+/// file, line and key path, in one `ConfigError`.
+public enum ConfigLoader {
+    public static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> LoadedConfig {
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw ConfigError(issues: [ConfigIssue(file: file, path: "", message: "cannot read the file")])
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigError(issues: [ConfigIssue(file: file, path: "", message: "the file is not UTF-8")])
+        }
+        return try load(yaml: text, file: file, environment: environment)
+    }
+
+    public static func load(yaml: String, file: String = "<config>", environment: [String: String] = [:]) throws(ConfigError) -> LoadedConfig {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml, resolver)
+        } catch let error as YamlError {
+            throw ConfigError(issues: [issue(from: error, file: file)])
+        } catch {
+            throw ConfigError(issues: [ConfigIssue(file: file, path: "", message: "\(error)")])
+        }
+        guard let root else {
+            throw ConfigError(issues: [ConfigIssue(file: file, line: 1, column: 1, path: "", message: "the file is empty")])
+        }
+        let reader = ConfigReader(file: file, environment: environment)
+        let config = reader.readConfig(root)
+        guard reader.issues.isEmpty, let config else { throw ConfigError(issues: reader.issues) }
+        return LoadedConfig(config: config, file: file, secrets: reader.secrets)
+    }
+
+    /// YAML 1.2 core schema: only `true`/`false` are booleans (no `yes`/`no`/`on`),
+    /// and dates stay strings.
+    static let resolver = try! Resolver.default.removing(.timestamp).removing(.value)
+        .replacing(.bool, with: "^(?:true|True|TRUE|false|False|FALSE)$")
+
+    private static func issue(from error: YamlError, file: String) -> ConfigIssue {
+        switch error {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _):
+            let what = [context?.text, problem].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")
+            return ConfigIssue(file: file, line: mark.line, column: mark.column, path: "", message: "invalid YAML: \(what)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            return ConfigIssue(file: file, line: context.mark.line, column: context.mark.column, path: "",
+                               message: "duplicate key: \(duplicates.sorted().joined(separator: ", "))")
+        default:
+            return ConfigIssue(file: file, path: "", message: "invalid YAML: \(error)")
+        }
+    }
+}
+
+/// A config together with where it came from and the secrets it holds.
+public struct LoadedConfig: Sendable {
+    public var config: GatewayConfig
+    public var file: String
+    /// Interpolated values, to be redacted wherever config is shown.
+    public var secrets: [String]
+}
+
+extension ConfigReader {
+    func readConfig(_ root: Node) -> GatewayConfig? {
+        guard let fields = mapping(root, "") else { return nil }
+        defer { fields.finish() }
+        var config = GatewayConfig(listeners: [])
+
+        if let node = fields.take("listeners"), let items = sequence(node, "listeners") {
+            config.listeners = items.enumerated().compactMap { readListener($1, "listeners[\($0)]") }
+            if items.isEmpty { report(node, "listeners", "at least one listener is needed") }
+        } else if !fields.has("listeners") {
+            report(root, "listeners", "missing: at least one listener is needed")
+        }
+        if let node = fields.take("admin") { config.admin = readAdmin(node, "admin") }
+        if let node = fields.take("limits") { config.limits = readLimits(node, "limits") }
+        if let node = fields.take("upstreams") { config.upstreams = readUpstreams(node, "upstreams") }
+        if let node = fields.take("routes"), let items = sequence(node, "routes") {
+            config.routes = items.enumerated().compactMap { readRoute($1, "routes[\($0)]", config: config) }
+            checkRouteNames(items: items, routes: config.routes)
+        }
+        checkAddresses(config, fields: fields)
+        return config
+    }
+
+    private func checkRouteNames(items: [Node], routes: [RouteConfig]) {
+        var seen: Set<String> = []
+        for (i, route) in routes.enumerated() where !seen.insert(route.name).inserted {
+            report(items.indices.contains(i) ? items[i] : nil, "routes[\(i)].name", "route name '\(route.name)' is used twice")
+        }
+    }
+
+    private func checkAddresses(_ config: GatewayConfig, fields: Fields) {
+        var seen: Set<SocketAddressSpec> = []
+        let addresses = config.listeners.map(\.address) + (config.admin.map { [$0.address] } ?? [])
+        for address in addresses where address.port != 0 && !seen.insert(address).inserted {
+            report(fields.node, "listeners", "address \(address) is bound twice")
+        }
+    }
+
+    func readListener(_ node: Node, _ path: String) -> ListenerConfig? {
+        guard let fields = mapping(node, path) else { return nil }
+        defer { fields.finish() }
+        var address: SocketAddressSpec?
+        if let n = fields.take("address") {
+            address = readAddress(n, fields.path("address"))
+        } else {
+            report(node, fields.path("address"), "missing")
+        }
+        var listener = ListenerConfig(address: address ?? SocketAddressSpec(host: "", port: 0))
+        if let n = fields.take("tls"), let tls = mapping(n, fields.path("tls")) {
+            defer { tls.finish() }
+            let certificate = tls.take("certificate").flatMap { string($0, tls.path("certificate")) }
+            let key = tls.take("private_key").flatMap { string($0, tls.path("private_key")) }
+            if certificate == nil && !tls.has("certificate") { report(n, tls.path("certificate"), "missing") }
+            if key == nil && !tls.has("private_key") { report(n, tls.path("private_key"), "missing") }
+            if let certificate, let key { listener.tls = .init(certificate: resolvePath(certificate), privateKey: resolvePath(key)) }
+            listener.protocols = [.http1, .h2]
+        }
+        if let n = fields.take("protocols"), let items = sequence(n, fields.path("protocols")) {
+            let protocols = items.enumerated().compactMap { oneOf($1, fields.path("protocols") + "[\($0)]", ListenerConfig.HTTPProtocol.self) }
+            if protocols.isEmpty { report(n, fields.path("protocols"), "at least one protocol is needed") }
+            if listener.tls == nil, protocols.contains(.h2) {
+                report(n, fields.path("protocols"), "h2 needs tls (use h2c for HTTP/2 without TLS)")
+            }
+            if listener.tls != nil, protocols.contains(.h2c) {
+                report(n, fields.path("protocols"), "h2c is HTTP/2 without TLS; on a TLS listener use h2")
+            }
+            listener.protocols = protocols
+        }
+        return address == nil ? nil : listener
+    }
+
+    func readAddress(_ node: Node, _ path: String) -> SocketAddressSpec? {
+        guard let text = string(node, path) else { return nil }
+        guard let address = SocketAddressSpec.parse(text) else {
+            report(node, path, "expected host:port or [v6]:port, found '\(text)'")
+            return nil
+        }
+        return address
+    }
+
+    func resolvePath(_ path: String) -> String {
+        path.hasPrefix("/") ? path : (baseDirectory as NSString).appendingPathComponent(path)
+    }
+
+    func readAdmin(_ node: Node, _ path: String) -> AdminConfig? {
+        guard let fields = mapping(node, path) else { return nil }
+        defer { fields.finish() }
+        guard let n = fields.take("address") else {
+            report(node, fields.path("address"), "missing")
+            return nil
+        }
+        return readAddress(n, fields.path("address")).map(AdminConfig.init)
+    }
+
+    func readLimits(_ node: Node, _ path: String) -> Limits {
+        var limits = Limits()
+        guard let fields = mapping(node, path) else { return limits }
+        defer { fields.finish() }
+        if let n = fields.take("max_header_bytes"), let v = int(n, fields.path("max_header_bytes"), in: 1024...1_048_576) {
+            limits.maxHeaderBytes = v
+        }
+        if let n = fields.take("max_body_bytes"), let v = int(n, fields.path("max_body_bytes"), in: 0...Int(Int32.max)) {
+            limits.maxBodyBytes = v
+        }
+        if let n = fields.take("header_timeout"), let v = duration(n, fields.path("header_timeout")) { limits.headerTimeout = v }
+        if let n = fields.take("idle_timeout"), let v = duration(n, fields.path("idle_timeout")) { limits.idleTimeout = v }
+        return limits
+    }
+
+    func readUpstreams(_ node: Node, _ path: String) -> [UpstreamConfig] {
+        guard let fields = mapping(node, path) else { return [] }
+        var upstreams: [UpstreamConfig] = []
+        for entry in fields.entries {
+            let p = fields.path(entry.key)
+            _ = fields.take(entry.key)
+            if entry.key == UpstreamConfig.echoName {
+                report(entry.keyNode, p, "'echo' is built in; give this upstream another name")
+                continue
+            }
+            if let upstream = readUpstream(entry.value, p, name: entry.key) { upstreams.append(upstream) }
+        }
+        return upstreams
+    }
+
+    func readUpstream(_ node: Node, _ path: String, name: String) -> UpstreamConfig? {
+        guard let fields = mapping(node, path) else { return nil }
+        defer { fields.finish() }
+        guard let urlNode = fields.take("url") else {
+            report(node, fields.path("url"), "missing")
+            return nil
+        }
+        guard let text = string(urlNode, fields.path("url")) else { return nil }
+        guard let url = UpstreamURL(text) else {
+            report(urlNode, fields.path("url"), "expected http://host[:port][/path] or https://..., found '\(text)'")
+            return nil
+        }
+        var upstream = UpstreamConfig(name: name, url: url)
+        if let n = fields.take("max_connections"), let v = int(n, fields.path("max_connections"), in: 1...100_000) {
+            upstream.maxConnections = v
+        }
+        if let n = fields.take("connect_timeout"), let v = duration(n, fields.path("connect_timeout")) { upstream.connectTimeout = v }
+        if let n = fields.take("http2"), let v = bool(n, fields.path("http2")) { upstream.http2 = v }
+        if let n = fields.take("headers") { upstream.headers = readHeaderRules(n, fields.path("headers")) }
+        return upstream
+    }
+}

@@ -1,0 +1,106 @@
+import Rewriter
+import Yams
+
+extension ConfigReader {
+    func readRule(_ node: Node, _ path: String) -> Rule? {
+        guard let fields = mapping(node, path) else { return nil }
+        defer { fields.finish() }
+        var rule = Rule()
+        if let n = fields.take("method"), let method = string(n, fields.path("method")) {
+            if HeaderList.isValidName(method) && method == method.uppercased() {
+                rule.method = method
+            } else {
+                report(n, fields.path("method"), "'\(method)' is not an upper-case method name")
+            }
+        }
+        if let n = fields.take("path"), let text = string(n, fields.path("path")) { rule.path = readTemplate(text, n, fields.path("path")) }
+        if let n = fields.take("from"), let v = oneOf(n, fields.path("from"), Rule.Source.self) { rule.from = v }
+        if let n = fields.take("encoding"), let v = oneOf(n, fields.path("encoding"), Rule.Encoding.self) { rule.encoding = v }
+        if let n = fields.take("query") { rule.query = readQueryOptions(n, fields.path("query")) }
+        if let n = fields.take("params") { rule.params = readParams(n, fields.path("params")) }
+        if let n = fields.take("actual"), let actual = mapping(n, fields.path("actual")) {
+            defer { actual.finish() }
+            if let q = actual.take("query"), let value = json(q, actual.path("query")) {
+                if case .object(let object) = value { rule.actualQuery = object } else { report(q, actual.path("query"), "expected a mapping") }
+            }
+            if let b = actual.take("body") { rule.actualBody = json(b, actual.path("body")) }
+        }
+        if let n = fields.take("max_json_depth"), let v = int(n, fields.path("max_json_depth"), in: 1...1000) { rule.maxJSONDepth = v }
+
+        for param in rule.params where param.type == .file && rule.encoding != .multipart {
+            report(fields.take("params"), fields.path("params.\(param.name)"), "type: file needs encoding: multipart")
+        }
+        if let body = rule.actualBody, rule.encoding == .form || rule.encoding == .multipart {
+            if case .object = body {} else {
+                report(fields.take("actual"), fields.path("actual.body"), "a \(rule.encoding.rawValue) body must be a mapping")
+            }
+        }
+        return rule
+    }
+
+    private func readTemplate(_ text: String, _ node: Node, _ path: String) -> URITemplate? {
+        do {
+            let template = try URITemplate(text)
+            if template.hasFragment {
+                report(node, path, "a fragment ({#...}) is never sent upstream; remove it")
+                return nil
+            }
+            if !(text.hasPrefix("/") || text.hasPrefix("{/") || text.hasPrefix("{+")) {
+                report(node, path, "must start with '/' (or a {/...} or {+...} expression)")
+                return nil
+            }
+            return template
+        } catch {
+            report(node, path, "invalid URI template: \(error)")
+            return nil
+        }
+    }
+
+    private func readQueryOptions(_ node: Node, _ path: String) -> QueryOptions {
+        var options = QueryOptions()
+        guard let fields = mapping(node, path) else { return options }
+        defer { fields.finish() }
+        if let n = fields.take("arrays"), let v = oneOf(n, fields.path("arrays"), QueryOptions.Arrays.self) { options.arrays = v }
+        if let n = fields.take("booleans"), let v = oneOf(n, fields.path("booleans"), QueryOptions.Booleans.self) { options.booleans = v }
+        if let n = fields.take("nested"), let v = oneOf(n, fields.path("nested"), QueryOptions.Nested.self) { options.nested = v }
+        if let n = fields.take("nulls"), let v = oneOf(n, fields.path("nulls"), QueryOptions.Nulls.self) { options.nulls = v }
+        if let n = fields.take("spaces"), let v = oneOf(n, fields.path("spaces"), QueryOptions.Spaces.self) { options.spaces = v }
+        if let n = fields.take("order"), let v = oneOf(n, fields.path("order"), QueryOptions.Order.self) { options.order = v }
+        return options
+    }
+
+    private func readParams(_ node: Node, _ path: String) -> [ParamRule] {
+        guard let fields = mapping(node, path) else { return [] }
+        var rules: [ParamRule] = []
+        for entry in fields.entries {
+            _ = fields.take(entry.key)
+            let p = fields.path(entry.key)
+            guard let spec = mapping(entry.value, p) else { continue }
+            defer { spec.finish() }
+            var rule = ParamRule(name: entry.key)
+            if let n = spec.take("from") { rule.from = string(n, spec.path("from")) }
+            if let n = spec.take("type") { rule.type = oneOf(n, spec.path("type"), ParamType.self) }
+            if let n = spec.take("required") { rule.required = bool(n, spec.path("required")) ?? false }
+            for key in ["default", "value"] {
+                guard let n = spec.take(key), let raw = json(n, spec.path(key)) else { continue }
+                var value = raw
+                if let type = rule.type {
+                    guard let converted = type.convert(raw) else {
+                        report(n, spec.path(key), "does not convert to type \(type.rawValue)")
+                        continue
+                    }
+                    value = converted
+                }
+                if key == "default" { rule.defaultValue = value } else { rule.value = value }
+            }
+            if rule.value != nil && (spec.has("from") || spec.has("default") || spec.has("required")) {
+                report(entry.value, p, "a constant (value) takes no from, default or required")
+            }
+            if rule.required && rule.defaultValue != nil {
+                report(entry.value, p, "required and default contradict each other")
+            }
+            rules.append(rule)
+        }
+        return rules
+    }
+}

@@ -1,0 +1,112 @@
+import Rewriter
+import Yams
+
+extension ConfigReader {
+    func readRoute(_ node: Node, _ path: String, config: GatewayConfig) -> RouteConfig? {
+        guard let fields = mapping(node, path) else { return nil }
+        defer { fields.finish() }
+        let name = fields.take("name").flatMap { string($0, fields.path("name")) }
+        if !fields.has("name") { report(node, fields.path("name"), "missing: every route needs a name (used in logs and metrics)") }
+        var upstream: String?
+        if let n = fields.take("upstream"), let value = string(n, fields.path("upstream")) {
+            if config.upstream(named: value) == nil {
+                let known = ([UpstreamConfig.echoName] + config.upstreams.map(\.name)).joined(separator: ", ")
+                report(n, fields.path("upstream"), "unknown upstream '\(value)' (declared: \(known))")
+            } else {
+                upstream = value
+            }
+        } else if !fields.has("upstream") {
+            report(node, fields.path("upstream"), "missing")
+        }
+        var route = RouteConfig(name: name ?? "", upstream: upstream ?? "")
+        if let n = fields.take("match") { route.match = readMatch(n, fields.path("match")) }
+        if let n = fields.take("rewrite") { route.rewrite = readRule(n, fields.path("rewrite")) }
+        if let n = fields.take("headers") { route.headers = readHeaderRules(n, fields.path("headers")) }
+        if let n = fields.take("response_headers") { route.responseHeaders = readHeaderRules(n, fields.path("response_headers")) }
+        if let n = fields.take("keep_host"), let v = bool(n, fields.path("keep_host")) { route.keepHost = v }
+        if let n = fields.take("timeout") { route.timeout = duration(n, fields.path("timeout")) }
+        if let n = fields.take("retry") { route.retry = readRetry(n, fields.path("retry"), route: route) }
+        if let n = fields.take("validate"), let items = sequence(n, fields.path("validate")) {
+            route.validate = items.enumerated().compactMap { readValidator($1, fields.path("validate") + "[\($0)]", config: config) }
+        }
+        if let timeout = route.timeout, let perTry = route.retry?.perTryTimeout, perTry > timeout {
+            report(node, fields.path("retry.per_try_timeout"), "is longer than the route's timeout (\(DurationParser.format(timeout)))")
+        }
+        return name == nil || upstream == nil ? nil : route
+    }
+
+    func readMatch(_ node: Node, _ path: String) -> RouteMatch {
+        var match = RouteMatch()
+        guard let fields = mapping(node, path) else { return match }
+        defer { fields.finish() }
+        if let n = fields.take("methods"), let methods = strings(n, fields.path("methods")) {
+            for method in methods where !HeaderList.isValidName(method) || method != method.uppercased() {
+                report(n, fields.path("methods"), "'\(method)' is not an upper-case method name")
+            }
+            match.methods = methods
+        }
+        let exact = fields.take("path").flatMap { n in string(n, fields.path("path")).map { (n, $0) } }
+        let prefix = fields.take("prefix").flatMap { n in string(n, fields.path("prefix")).map { (n, $0) } }
+        if exact != nil && prefix != nil {
+            report(node, fields.path("prefix"), "give either path or prefix, not both")
+        } else if let (n, text) = exact {
+            if let pattern = PathPattern(text) {
+                match.path = pattern.hasCaptures ? .pattern(pattern) : .exact(text)
+            } else {
+                report(n, fields.path("path"), "expected a path starting with '/' whose {captures} are whole segments, found '\(text)'")
+            }
+        } else if let (n, text) = prefix {
+            if text.hasPrefix("/") { match.path = .prefix(text) } else { report(n, fields.path("prefix"), "must start with '/'") }
+        }
+        if let n = fields.take("host") { match.host = string(n, fields.path("host"))?.lowercased() }
+        if let n = fields.take("headers"), let headers = mapping(n, fields.path("headers")) {
+            defer { headers.finish() }
+            for entry in headers.entries {
+                _ = headers.take(entry.key)
+                guard HeaderList.isValidName(entry.key) else {
+                    report(entry.keyNode, headers.path(entry.key), "not a valid header name")
+                    continue
+                }
+                if let value = string(entry.value, headers.path(entry.key)) { match.headers.append(.init(name: entry.key, value: value)) }
+            }
+        }
+        return match
+    }
+
+    func readHeaderRules(_ node: Node, _ path: String) -> HeaderRules {
+        var rules = HeaderRules()
+        guard let fields = mapping(node, path) else { return rules }
+        defer { fields.finish() }
+        rules.set = fields.take("set").map { readHeaderFields($0, fields.path("set")) } ?? []
+        rules.add = fields.take("add").map { readHeaderFields($0, fields.path("add")) } ?? []
+        if let n = fields.take("remove"), let names = strings(n, fields.path("remove")) {
+            for name in names where !HeaderList.isValidName(name) { report(n, fields.path("remove"), "'\(name)' is not a valid header name") }
+            rules.remove = names
+        }
+        return rules
+    }
+
+    /// `Name: value` pairs; a list of values adds the header once per value.
+    private func readHeaderFields(_ node: Node, _ path: String) -> [HeaderList.Field] {
+        guard let fields = mapping(node, path) else { return [] }
+        var result: [HeaderList.Field] = []
+        for entry in fields.entries {
+            _ = fields.take(entry.key)
+            let p = fields.path(entry.key)
+            guard HeaderList.isValidName(entry.key) else {
+                report(entry.keyNode, p, "not a valid header name")
+                continue
+            }
+            let values: [String]
+            if case .sequence = entry.value { values = strings(entry.value, p) ?? [] } else { values = string(entry.value, p).map { [$0] } ?? [] }
+            for value in values {
+                guard HeaderList.isValidValue(value) else {
+                    report(entry.value, p, "header values must not contain CR, LF or NUL")
+                    continue
+                }
+                result.append(.init(name: entry.key, value: value))
+            }
+        }
+        return result
+    }
+}

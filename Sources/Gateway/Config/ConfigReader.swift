@@ -1,0 +1,245 @@
+import Foundation
+import Rewriter
+import Yams
+
+/// Walks a composed YAML tree, reading typed values and collecting every
+/// problem with its line and key path instead of stopping at the first.
+final class ConfigReader {
+    let file: String
+    let baseDirectory: String
+    let environment: [String: String]
+    private(set) var issues: [ConfigIssue] = []
+    /// Values that came from `${env:...}` or `${file:...}`: never shown.
+    private(set) var secrets: [String] = []
+
+    init(file: String, environment: [String: String]) {
+        self.file = file
+        self.baseDirectory = (file as NSString).deletingLastPathComponent
+        self.environment = environment
+    }
+
+    func report(_ node: Node?, _ path: String, _ message: String) {
+        issues.append(ConfigIssue(file: file, line: node?.mark?.line, column: node?.mark?.column, path: path, message: message))
+    }
+
+    // MARK: Structure
+
+    func mapping(_ node: Node, _ path: String) -> Fields? {
+        guard case .mapping(let mapping) = node else {
+            report(node, path, "expected a mapping, found \(describe(node))")
+            return nil
+        }
+        return Fields(node: node, mapping: mapping, path: path, reader: self)
+    }
+
+    func sequence(_ node: Node, _ path: String) -> [Node]? {
+        guard case .sequence(let sequence) = node else {
+            report(node, path, "expected a list, found \(describe(node))")
+            return nil
+        }
+        return Array(sequence)
+    }
+
+    // MARK: Scalars
+
+    /// A string value, with `${env:NAME}` / `${file:PATH}` interpolated.
+    func string(_ node: Node, _ path: String) -> String? {
+        guard case .scalar(let scalar) = node, node.tagName != .null else {
+            report(node, path, "expected a string, found \(describe(node))")
+            return nil
+        }
+        return interpolate(scalar.string, node, path)
+    }
+
+    func int(_ node: Node, _ path: String, in range: ClosedRange<Int>) -> Int? {
+        guard node.tagName == .int, let value = node.int else {
+            report(node, path, "expected an integer, found \(describe(node))")
+            return nil
+        }
+        guard range.contains(value) else {
+            report(node, path, "must be between \(range.lowerBound) and \(range.upperBound), found \(value)")
+            return nil
+        }
+        return value
+    }
+
+    func bool(_ node: Node, _ path: String) -> Bool? {
+        guard node.tagName == .bool, let value = node.bool else {
+            report(node, path, "expected true or false, found \(describe(node))")
+            return nil
+        }
+        return value
+    }
+
+    func duration(_ node: Node, _ path: String) -> Duration? {
+        guard case .scalar(let scalar) = node, let value = DurationParser.parse(scalar.string) else {
+            report(node, path, "expected a duration such as 250ms, 2s, 1m or 1h30m, found \(describe(node))")
+            return nil
+        }
+        return value
+    }
+
+    func oneOf<E: RawRepresentable & CaseIterable>(_ node: Node, _ path: String, _: E.Type = E.self) -> E? where E.RawValue == String {
+        guard case .scalar(let scalar) = node, let value = E(rawValue: scalar.string) else {
+            let choices = E.allCases.map(\.rawValue).joined(separator: " | ")
+            report(node, path, "expected one of \(choices), found \(describe(node))")
+            return nil
+        }
+        return value
+    }
+
+    func strings(_ node: Node, _ path: String) -> [String]? {
+        guard let items = sequence(node, path) else { return nil }
+        let values = items.enumerated().map { string($1, "\(path)[\($0)]") }
+        return values.contains(nil) ? nil : values.map { $0! }
+    }
+
+    /// Any YAML value as JSON: mappings keep their order, numbers their spelling.
+    func json(_ node: Node, _ path: String) -> JSONValue? {
+        switch node {
+        case .mapping(let mapping):
+            var object = JSONObject()
+            for (key, value) in mapping {
+                guard let name = key.scalar?.string else {
+                    report(key, path, "keys must be strings")
+                    return nil
+                }
+                guard let converted = json(value, "\(path).\(name)") else { return nil }
+                object.append(name, converted)
+            }
+            return .object(object)
+        case .sequence(let sequence):
+            var array: [JSONValue] = []
+            for (i, element) in sequence.enumerated() {
+                guard let converted = json(element, "\(path)[\(i)]") else { return nil }
+                array.append(converted)
+            }
+            return .array(array)
+        case .scalar(let scalar):
+            switch node.tagName {
+            case .null: return .null
+            case .bool: return node.bool.map(JSONValue.bool)
+            case .int:
+                guard let value = node.int else {
+                    report(node, path, "integer out of range")
+                    return nil
+                }
+                return .number(String(value))
+            case .float:
+                if case .number(let spelling)? = try? JSONReader.parse(scalar.string) { return .number(spelling) }
+                guard let value = node.float, value.isFinite else {
+                    report(node, path, "JSON has no infinity or NaN")
+                    return nil
+                }
+                return .number("\(value)")
+            default:
+                return interpolate(scalar.string, node, path).map(JSONValue.string)
+            }
+        case .alias:
+            report(node, path, "YAML aliases are not supported")
+            return nil
+        }
+    }
+
+    func describe(_ node: Node) -> String {
+        switch node {
+        case .mapping: "a mapping"
+        case .sequence: "a list"
+        case .alias: "an alias"
+        case .scalar(let scalar):
+            node.tagName == .null ? "nothing" : "'\(scalar.string.prefix(40))'"
+        }
+    }
+
+    // MARK: Interpolation
+
+    /// `${env:NAME}` and `${file:PATH}` (relative to the config's folder, one
+    /// trailing newline dropped); `$${` writes a literal `${`.
+    func interpolate(_ text: String, _ node: Node, _ path: String) -> String? {
+        guard text.contains("${") else { return text }
+        var result = ""
+        var rest = Substring(text)
+        while let start = rest.range(of: "${") {
+            if start.lowerBound > rest.startIndex, rest[rest.index(before: start.lowerBound)] == "$" {
+                result += rest[..<rest.index(before: start.lowerBound)] + "${"
+                rest = rest[start.upperBound...]
+                continue
+            }
+            result += rest[..<start.lowerBound]
+            guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+                report(node, path, "unterminated '${' (write '$${' for a literal)")
+                return nil
+            }
+            let reference = rest[start.upperBound..<end]
+            rest = rest[rest.index(after: end)...]
+            guard let value = resolve(reference, node, path) else { return nil }
+            secrets.append(value)
+            result += value
+        }
+        return result + rest
+    }
+
+    private func resolve(_ reference: Substring, _ node: Node, _ path: String) -> String? {
+        if reference.hasPrefix("env:") {
+            let name = String(reference.dropFirst(4))
+            guard let value = environment[name] else {
+                report(node, path, "environment variable \(name) is not set")
+                return nil
+            }
+            return value
+        }
+        if reference.hasPrefix("file:") {
+            var target = String(reference.dropFirst(5))
+            if !target.hasPrefix("/") { target = (baseDirectory as NSString).appendingPathComponent(target) }
+            guard let data = FileManager.default.contents(atPath: target), var value = String(data: data, encoding: .utf8) else {
+                report(node, path, "cannot read file \(target)")
+                return nil
+            }
+            if value.hasSuffix("\n") { value.removeLast() }
+            return value
+        }
+        report(node, path, "unknown interpolation '${\(reference)}': use ${env:NAME} or ${file:PATH}")
+        return nil
+    }
+}
+
+/// A mapping being read: keys that are asked for are known, the rest are
+/// reported as unknown by `finish()`.
+final class Fields {
+    let node: Node
+    let path: String
+    private let pairs: [(key: String, keyNode: Node, value: Node)]
+    private var taken: Set<String> = []
+    private unowned let reader: ConfigReader
+
+    init(node: Node, mapping: Node.Mapping, path: String, reader: ConfigReader) {
+        self.node = node
+        self.path = path
+        self.reader = reader
+        pairs = mapping.map { (key: $0.key.scalar?.string ?? "", keyNode: $0.key, value: $0.value) }
+    }
+
+    var keys: [String] { pairs.map(\.key) }
+    var entries: [(key: String, keyNode: Node, value: Node)] { pairs }
+
+    func path(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    func take(_ key: String) -> Node? {
+        taken.insert(key)
+        return pairs.first { $0.key == key }?.value
+    }
+
+    func has(_ key: String) -> Bool { pairs.contains { $0.key == key } }
+
+    func finish() {
+        let known = taken.sorted().joined(separator: ", ")
+        for pair in pairs where !taken.contains(pair.key) {
+            reader.report(pair.keyNode, path(pair.key), "unknown key (known here: \(known))")
+        }
+    }
+}
+
+extension Node {
+    /// The resolved YAML tag (`Tag.name` is not public).
+    var tagName: Tag.Name { Tag.Name(rawValue: tag.rawValue) }
+}

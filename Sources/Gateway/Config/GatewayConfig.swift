@@ -1,0 +1,143 @@
+import Rewriter
+
+/// The whole configuration, validated. Built by `ConfigLoader` from YAML, or
+/// directly by an embedding program.
+public struct GatewayConfig: Sendable {
+    public var listeners: [ListenerConfig]
+    public var admin: AdminConfig?
+    public var limits: Limits
+    /// Declared upstreams in file order; `echo` is built in and never listed.
+    public var upstreams: [UpstreamConfig]
+    public var routes: [RouteConfig]
+
+    public init(
+        listeners: [ListenerConfig], admin: AdminConfig? = nil, limits: Limits = Limits(),
+        upstreams: [UpstreamConfig] = [], routes: [RouteConfig] = []
+    ) {
+        self.listeners = listeners
+        self.admin = admin
+        self.limits = limits
+        self.upstreams = upstreams
+        self.routes = routes
+    }
+
+    public func upstream(named name: String) -> UpstreamConfig? {
+        name == UpstreamConfig.echoName ? .echo : upstreams.first { $0.name == name }
+    }
+}
+
+public struct SocketAddressSpec: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
+}
+
+public struct ListenerConfig: Sendable, Hashable {
+    public enum HTTPProtocol: String, Sendable, CaseIterable { case http1, h2c, h2 }
+    public struct TLS: Sendable, Hashable {
+        public var certificate: String
+        public var privateKey: String
+        public init(certificate: String, privateKey: String) {
+            self.certificate = certificate
+            self.privateKey = privateKey
+        }
+    }
+
+    public var address: SocketAddressSpec
+    public var protocols: [HTTPProtocol]
+    public var tls: TLS?
+
+    public init(address: SocketAddressSpec, protocols: [HTTPProtocol] = [.http1, .h2c], tls: TLS? = nil) {
+        self.address = address
+        self.protocols = protocols
+        self.tls = tls
+    }
+}
+
+public struct AdminConfig: Sendable, Hashable {
+    public var address: SocketAddressSpec
+    public init(address: SocketAddressSpec) { self.address = address }
+}
+
+public struct Limits: Sendable, Hashable {
+    public var maxHeaderBytes: Int
+    public var maxBodyBytes: Int
+    public var headerTimeout: Duration
+    public var idleTimeout: Duration
+
+    public init(
+        maxHeaderBytes: Int = 16384, maxBodyBytes: Int = 1_048_576, headerTimeout: Duration = .seconds(10),
+        idleTimeout: Duration = .seconds(60)
+    ) {
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxBodyBytes = maxBodyBytes
+        self.headerTimeout = headerTimeout
+        self.idleTimeout = idleTimeout
+    }
+}
+
+public struct UpstreamConfig: Sendable, Hashable {
+    public static let echoName = "echo"
+    /// The built-in upstream that answers with a description of what it received.
+    public static let echo = UpstreamConfig(name: echoName, url: nil)
+
+    public var name: String
+    /// nil only for the built-in `echo`.
+    public var url: UpstreamURL?
+    public var maxConnections: Int
+    public var connectTimeout: Duration
+    public var http2: Bool
+    public var headers: HeaderRules
+
+    public init(
+        name: String, url: UpstreamURL?, maxConnections: Int = 64, connectTimeout: Duration = .seconds(1),
+        http2: Bool = false, headers: HeaderRules = HeaderRules()
+    ) {
+        self.name = name
+        self.url = url
+        self.maxConnections = maxConnections
+        self.connectTimeout = connectTimeout
+        self.http2 = http2
+        self.headers = headers
+    }
+
+    public var isEcho: Bool { url == nil }
+    /// What `Host` becomes upstream.
+    public var authority: String { url?.authority ?? UpstreamConfig.echoName }
+}
+
+public struct RouteConfig: Sendable {
+    public var name: String
+    public var match: RouteMatch
+    public var upstream: String
+    public var rewrite: Rule?
+    public var headers: HeaderRules
+    public var responseHeaders: HeaderRules
+    /// Keep the client's Host instead of the upstream's authority.
+    public var keepHost: Bool
+    public var timeout: Duration?
+    public var retry: RetryPolicy?
+    public var validate: [ValidatorSpec]
+
+    public init(
+        name: String, match: RouteMatch = RouteMatch(), upstream: String, rewrite: Rule? = nil,
+        headers: HeaderRules = HeaderRules(), responseHeaders: HeaderRules = HeaderRules(), keepHost: Bool = false,
+        timeout: Duration? = nil, retry: RetryPolicy? = nil, validate: [ValidatorSpec] = []
+    ) {
+        self.name = name
+        self.match = match
+        self.upstream = upstream
+        self.rewrite = rewrite
+        self.headers = headers
+        self.responseHeaders = responseHeaders
+        self.keepHost = keepHost
+        self.timeout = timeout
+        self.retry = retry
+        self.validate = validate
+    }
+}

@@ -1,0 +1,76 @@
+import Rewriter
+
+/// The request that goes upstream, fully built: target joined with the
+/// upstream's base URL, headers layered in DESIGN.md's precedence order.
+public struct UpstreamRequest: Sendable, Hashable {
+    public var method: String
+    public var target: String
+    public var headers: HeaderList
+    /// nil: no body (or, for a pass-through route, the client's body streams).
+    public var body: [UInt8]?
+
+    public init(method: String, target: String, headers: HeaderList, body: [UInt8]?) {
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = body
+    }
+
+    /// Connection-level headers (RFC 9110 section 7.6.1) that are never forwarded.
+    public static let hopByHop: Set<String> = [
+        "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "proxy-connection",
+        "proxy-authenticate", "proxy-authorization", "trailer",
+    ]
+
+    /// Lowest precedence first: the client's headers (hop-by-hop dropped), the
+    /// upstream's `headers`, the route's `headers`, then the encoder's
+    /// Content-Type and Content-Length. Throws the client's 4xx problem.
+    public static func build(
+        method: String, target: String, headers clientHeaders: HeaderList, body: [UInt8],
+        route: RouteConfig, upstream: UpstreamConfig, captures: [(name: String, value: String)] = [],
+        boundary: () -> String = MultipartEncoder.randomBoundary
+    ) throws(Problem) -> UpstreamRequest {
+        var headers = clientHeaders
+        let named = Set(clientHeaders.values("Connection").flatMap { $0.split(separator: ",") }.map {
+            $0.filter { $0 != " " && $0 != "\t" }.lowercased()
+        })
+        headers.removeAll { hopByHop.contains($0.name.lowercased()) || named.contains($0.name.lowercased()) }
+        if !route.keepHost || !headers.contains("Host") { headers.set("Host", upstream.authority) }
+        upstream.headers.apply(to: &headers)
+        route.headers.apply(to: &headers)
+
+        var request = UpstreamRequest(method: method, target: target, headers: headers, body: body.isEmpty ? nil : body)
+        if let rule = route.rewrite {
+            var incoming = IncomingRequest(method: method, target: target, contentType: clientHeaders["Content-Type"], body: body)
+            incoming.captures = captures
+            let rewritten: RewrittenRequest
+            do {
+                rewritten = try rule.apply(to: incoming, boundary: boundary)
+            } catch {
+                throw error.problem(route: route.name)
+            }
+            request.method = rewritten.method
+            request.target = rewritten.target
+            request.body = rewritten.body
+            request.headers.remove("Content-Type")
+            request.headers.remove("Content-Length")
+            if let contentType = rewritten.contentType { request.headers.add("Content-Type", contentType) }
+        }
+        if let body = request.body {
+            request.headers.set("Content-Length", String(body.count))
+        } else if route.rewrite == nil, !clientHeaders.contains("Content-Length") {
+            request.headers.remove("Content-Length")
+        }
+        request.target = upstream.url?.join(request.target) ?? request.target
+        return request
+    }
+
+    /// HTTP/1.1 wire form: request line, headers, blank line, body.
+    public var wireFormat: [UInt8] {
+        var out = Array("\(method) \(target) HTTP/1.1\r\n".utf8)
+        for field in headers { out.append(contentsOf: "\(field.name): \(field.value)\r\n".utf8) }
+        out.append(contentsOf: "\r\n".utf8)
+        if let body { out.append(contentsOf: body) }
+        return out
+    }
+}

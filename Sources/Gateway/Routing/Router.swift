@@ -1,0 +1,61 @@
+import Rewriter
+
+/// Picks the first route whose match holds. Built once per config.
+public struct Router: Sendable {
+    public struct Match: Sendable {
+        public var route: RouteConfig
+        public var index: Int
+        /// Pattern captures, percent-decoded once.
+        public var captures: [(name: String, value: String)]
+    }
+
+    public let routes: [RouteConfig]
+
+    public init(routes: [RouteConfig]) { self.routes = routes }
+
+    /// `path` is the raw request path (no query).
+    public func match(method: String, path: String, host: String?, headers: HeaderList) -> Match? {
+        for (index, route) in routes.enumerated() {
+            let m = route.match
+            if let methods = m.methods, !methods.contains(method) { continue }
+            if let expected = m.host, !Self.hostMatches(expected, host) { continue }
+            if !m.headers.allSatisfy({ field in headers.values(field.name).contains(field.value) }) { continue }
+            switch m.path {
+            case .any: return Match(route: route, index: index, captures: [])
+            case .exact(let exact): if path == exact { return Match(route: route, index: index, captures: []) }
+            case .prefix(let prefix): if path.hasPrefix(prefix) { return Match(route: route, index: index, captures: []) }
+            case .pattern(let pattern):
+                if let captures = Self.captures(of: pattern, in: path) { return Match(route: route, index: index, captures: captures) }
+            }
+        }
+        return nil
+    }
+
+    static func captures(of pattern: PathPattern, in path: String) -> [(name: String, value: String)]? {
+        guard path.hasPrefix("/") else { return nil }
+        let parts = path.utf8.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        guard parts.count == pattern.segments.count else { return nil }
+        var captures: [(name: String, value: String)] = []
+        for (segment, part) in zip(pattern.segments, parts) {
+            switch segment {
+            case .literal(let literal): guard part.elementsEqual(literal.utf8) else { return nil }
+            case .capture(let name):
+                guard !part.isEmpty, let value = PercentEncoding.decode(part) else { return nil }
+                captures.append((name, value))
+            }
+        }
+        return captures
+    }
+
+    /// Exact (case-insensitive, port ignored) or `*.suffix`.
+    static func hostMatches(_ expected: String, _ host: String?) -> Bool {
+        guard var host = host?.lowercased() else { return false }
+        if host.hasPrefix("[") {
+            if let close = host.firstIndex(of: "]") { host = String(host[...close]) }
+        } else if let colon = host.lastIndex(of: ":") {
+            host = String(host[..<colon])
+        }
+        if expected.hasPrefix("*.") { return host.hasSuffix(expected.dropFirst()) && host.count > expected.count - 1 }
+        return host == expected
+    }
+}

@@ -1,0 +1,16 @@
+import ArgumentParser
+import Gateway
+
+struct CheckCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check", abstract: "Validate a config file; list every problem with its line.")
+
+    @OptionGroup var options: ConfigOption
+
+    func run() throws {
+        let loaded = try options.load()
+        let c = loaded.config
+        func count(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
+        print("\(options.config): OK (\(count(c.listeners.count, "listener")), \(count(c.routes.count, "route")), \(count(c.upstreams.count, "upstream")) + echo)")
+    }
+}
