@@ -101,12 +101,12 @@ public struct JSONObject: Sendable, Hashable, RandomAccessCollection {
     }
 }
 
-extension JSONValue: ExpressibleByStringLiteral, ExpressibleByBooleanLiteral, ExpressibleByNilLiteral,
+// Deliberately not ExpressibleByNilLiteral: `nil` must always mean Optional.none.
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByIntegerLiteral
 {
     public init(stringLiteral value: String) { self = .string(value) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
-    public init(nilLiteral: ()) { self = .null }
     public init(integerLiteral value: Int) { self = .number(String(value)) }
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
