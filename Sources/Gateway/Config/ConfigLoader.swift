@@ -62,7 +62,7 @@ public struct LoadedConfig: Sendable {
 
 extension ConfigReader {
     func readConfig(_ root: Node) -> GatewayConfig? {
-        guard let fields = mapping(root, "") else { return nil }
+        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "routes"]) else { return nil }
         defer { fields.finish() }
         var config = GatewayConfig(listeners: [])
 
@@ -77,17 +77,9 @@ extension ConfigReader {
         if let node = fields.take("upstreams") { config.upstreams = readUpstreams(node, "upstreams") }
         if let node = fields.take("routes"), let items = sequence(node, "routes") {
             config.routes = items.enumerated().compactMap { readRoute($1, "routes[\($0)]", config: config) }
-            checkRouteNames(items: items, routes: config.routes)
         }
         checkAddresses(config, fields: fields)
         return config
-    }
-
-    private func checkRouteNames(items: [Node], routes: [RouteConfig]) {
-        var seen: Set<String> = []
-        for (i, route) in routes.enumerated() where !seen.insert(route.name).inserted {
-            report(items.indices.contains(i) ? items[i] : nil, "routes[\(i)].name", "route name '\(route.name)' is used twice")
-        }
     }
 
     private func checkAddresses(_ config: GatewayConfig, fields: Fields) {
@@ -99,7 +91,7 @@ extension ConfigReader {
     }
 
     func readListener(_ node: Node, _ path: String) -> ListenerConfig? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["address", "protocols", "tls"]) else { return nil }
         defer { fields.finish() }
         var address: SocketAddressSpec?
         if let n = fields.take("address") {
@@ -108,7 +100,7 @@ extension ConfigReader {
             report(node, fields.path("address"), "missing")
         }
         var listener = ListenerConfig(address: address ?? SocketAddressSpec(host: "", port: 0))
-        if let n = fields.take("tls"), let tls = mapping(n, fields.path("tls")) {
+        if let n = fields.take("tls"), let tls = mapping(n, fields.path("tls"), known: ["certificate", "private_key"]) {
             defer { tls.finish() }
             let certificate = tls.take("certificate").flatMap { string($0, tls.path("certificate")) }
             let key = tls.take("private_key").flatMap { string($0, tls.path("private_key")) }
@@ -145,7 +137,7 @@ extension ConfigReader {
     }
 
     func readAdmin(_ node: Node, _ path: String) -> AdminConfig? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["address"]) else { return nil }
         defer { fields.finish() }
         guard let n = fields.take("address") else {
             report(node, fields.path("address"), "missing")
@@ -156,7 +148,7 @@ extension ConfigReader {
 
     func readLimits(_ node: Node, _ path: String) -> Limits {
         var limits = Limits()
-        guard let fields = mapping(node, path) else { return limits }
+        guard let fields = mapping(node, path, known: ["max_header_bytes", "max_body_bytes", "header_timeout", "idle_timeout"]) else { return limits }
         defer { fields.finish() }
         if let n = fields.take("max_header_bytes"), let v = int(n, fields.path("max_header_bytes"), in: 1024...1_048_576) {
             limits.maxHeaderBytes = v
@@ -170,11 +162,11 @@ extension ConfigReader {
     }
 
     func readUpstreams(_ node: Node, _ path: String) -> [UpstreamConfig] {
-        guard let fields = mapping(node, path) else { return [] }
+        guard let fields = mapping(node, path, known: nil) else { return [] }
         var upstreams: [UpstreamConfig] = []
+        declaredUpstreams = fields.keys
         for entry in fields.entries {
             let p = fields.path(entry.key)
-            _ = fields.take(entry.key)
             if entry.key == UpstreamConfig.echoName {
                 report(entry.keyNode, p, "'echo' is built in; give this upstream another name")
                 continue
@@ -185,7 +177,7 @@ extension ConfigReader {
     }
 
     func readUpstream(_ node: Node, _ path: String, name: String) -> UpstreamConfig? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["url", "max_connections", "connect_timeout", "http2", "headers"]) else { return nil }
         defer { fields.finish() }
         guard let urlNode = fields.take("url") else {
             report(node, fields.path("url"), "missing")

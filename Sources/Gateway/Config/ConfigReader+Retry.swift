@@ -3,7 +3,7 @@ import Yams
 
 extension ConfigReader {
     func readRetry(_ node: Node, _ path: String, route: RouteConfig) -> RetryPolicy? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["attempts", "per_try_timeout", "on", "methods", "backoff", "retry_after", "budget"]) else { return nil }
         defer { fields.finish() }
         var policy = RetryPolicy()
         if let n = fields.take("attempts"), let v = int(n, fields.path("attempts"), in: 1...10) { policy.attempts = v }
@@ -12,7 +12,7 @@ extension ConfigReader {
             policy.on = items.enumerated().compactMap { readCondition($1, fields.path("on") + "[\($0)]") }
         }
         if let n = fields.take("methods"), let methods = strings(n, fields.path("methods")) { policy.methods = methods }
-        if let n = fields.take("backoff"), let backoff = mapping(n, fields.path("backoff")) {
+        if let n = fields.take("backoff"), let backoff = mapping(n, fields.path("backoff"), known: ["strategy", "base", "max", "jitter"]) {
             defer { backoff.finish() }
             if let s = backoff.take("strategy"), let v = oneOf(s, backoff.path("strategy"), RetryPolicy.Backoff.Strategy.self) {
                 policy.backoff.strategy = v
@@ -29,7 +29,7 @@ extension ConfigReader {
             default: report(n, fields.path("retry_after"), "expected one of honor | ignore, found '\(text)'")
             }
         }
-        if let n = fields.take("budget"), let budget = mapping(n, fields.path("budget")) {
+        if let n = fields.take("budget"), let budget = mapping(n, fields.path("budget"), known: ["ratio", "window", "min_retries"]) {
             defer { budget.finish() }
             var spec = RetryPolicy.Budget(ratio: 0.2)
             if let r = budget.take("ratio") {
@@ -69,7 +69,7 @@ extension ConfigReader {
     }
 
     func readValidator(_ node: Node, _ path: String, config: GatewayConfig) -> ValidatorSpec? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["status", "header", "json", "empty", "then", "else"]) else { return nil }
         defer { fields.finish() }
         let kinds = ["status", "header", "json", "empty"].filter(fields.has)
         guard kinds.count == 1, let kind = kinds.first, let value = fields.take(kind) else {
@@ -92,9 +92,8 @@ extension ConfigReader {
             check = readJSONCheck(value, p)
             if case .json(let pointer, _)? = check { label = "\(path) (json \(pointer))" }
         default:
-            if let required = bool(value, p) {
-                check = .notEmpty
-                if !required { report(value, p, "only 'empty: false' (the body must not be empty) is meaningful") }
+            if let allowed = bool(value, p) {
+                if allowed { report(value, p, "only 'empty: false' (the body must not be empty) is meaningful") } else { check = .notEmpty }
             }
         }
         let then = fields.take("then").flatMap { readAction($0, fields.path("then"), config: config) } ?? .next
@@ -104,7 +103,7 @@ extension ConfigReader {
     }
 
     private func readHeaderCheck(_ node: Node, _ path: String) -> ValidatorSpec.Check? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["name", "present", "absent", "equals", "matches"]) else { return nil }
         defer { fields.finish() }
         guard let nameNode = fields.take("name"), let name = string(nameNode, fields.path("name")) else {
             report(node, fields.path("name"), "missing")
@@ -137,7 +136,7 @@ extension ConfigReader {
     }
 
     private func readJSONCheck(_ node: Node, _ path: String) -> ValidatorSpec.Check? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["pointer", "present", "absent", "equals", "in"]) else { return nil }
         defer { fields.finish() }
         guard let pointerNode = fields.take("pointer"), let text = string(pointerNode, fields.path("pointer")) else {
             report(node, fields.path("pointer"), "missing")
@@ -183,7 +182,7 @@ extension ConfigReader {
                 return nil
             }
         }
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["refresh"]) else { return nil }
         defer { fields.finish() }
         guard let refresh = fields.take("refresh") else {
             report(node, path, "expected 'refresh:'")
@@ -193,14 +192,14 @@ extension ConfigReader {
     }
 
     private func readRefresh(_ node: Node, _ path: String, config: GatewayConfig) -> RefreshSpec? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["request", "capture", "min_interval"]) else { return nil }
         defer { fields.finish() }
-        guard let requestNode = fields.take("request"), let request = mapping(requestNode, fields.path("request")) else {
+        guard let requestNode = fields.take("request"), let request = mapping(requestNode, fields.path("request"), known: ["upstream", "method", "path", "headers", "body"]) else {
             if !fields.has("request") { report(node, fields.path("request"), "missing") }
             return nil
         }
         defer { request.finish() }
-        guard let captureNode = fields.take("capture"), let capture = mapping(captureNode, fields.path("capture")) else {
+        guard let captureNode = fields.take("capture"), let capture = mapping(captureNode, fields.path("capture"), known: ["pointer", "header", "format"]) else {
             if !fields.has("capture") { report(node, fields.path("capture"), "missing") }
             return nil
         }

@@ -3,7 +3,7 @@ import Yams
 
 extension ConfigReader {
     func readRule(_ node: Node, _ path: String) -> Rule? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["method", "path", "from", "encoding", "query", "params", "actual", "max_json_depth"]) else { return nil }
         defer { fields.finish() }
         var rule = Rule()
         if let n = fields.take("method"), let method = string(n, fields.path("method")) {
@@ -18,7 +18,7 @@ extension ConfigReader {
         if let n = fields.take("encoding"), let v = oneOf(n, fields.path("encoding"), Rule.Encoding.self) { rule.encoding = v }
         if let n = fields.take("query") { rule.query = readQueryOptions(n, fields.path("query")) }
         if let n = fields.take("params") { rule.params = readParams(n, fields.path("params")) }
-        if let n = fields.take("actual"), let actual = mapping(n, fields.path("actual")) {
+        if let n = fields.take("actual"), let actual = mapping(n, fields.path("actual"), known: ["query", "body"]) {
             defer { actual.finish() }
             if let q = actual.take("query"), let value = json(q, actual.path("query")) {
                 if case .object(let object) = value { rule.actualQuery = object } else { report(q, actual.path("query"), "expected a mapping") }
@@ -58,7 +58,7 @@ extension ConfigReader {
 
     private func readQueryOptions(_ node: Node, _ path: String) -> QueryOptions {
         var options = QueryOptions()
-        guard let fields = mapping(node, path) else { return options }
+        guard let fields = mapping(node, path, known: ["arrays", "booleans", "nested", "nulls", "spaces", "order"]) else { return options }
         defer { fields.finish() }
         if let n = fields.take("arrays"), let v = oneOf(n, fields.path("arrays"), QueryOptions.Arrays.self) { options.arrays = v }
         if let n = fields.take("booleans"), let v = oneOf(n, fields.path("booleans"), QueryOptions.Booleans.self) { options.booleans = v }
@@ -70,12 +70,11 @@ extension ConfigReader {
     }
 
     private func readParams(_ node: Node, _ path: String) -> [ParamRule] {
-        guard let fields = mapping(node, path) else { return [] }
+        guard let fields = mapping(node, path, known: nil) else { return [] }
         var rules: [ParamRule] = []
         for entry in fields.entries {
-            _ = fields.take(entry.key)
             let p = fields.path(entry.key)
-            guard let spec = mapping(entry.value, p) else { continue }
+            guard let spec = mapping(entry.value, p, known: ["from", "type", "default", "value", "required"]) else { continue }
             defer { spec.finish() }
             var rule = ParamRule(name: entry.key)
             if let n = spec.take("from") { rule.from = string(n, spec.path("from")) }

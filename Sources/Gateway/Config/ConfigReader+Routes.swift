@@ -3,15 +3,20 @@ import Yams
 
 extension ConfigReader {
     func readRoute(_ node: Node, _ path: String, config: GatewayConfig) -> RouteConfig? {
-        guard let fields = mapping(node, path) else { return nil }
+        guard let fields = mapping(node, path, known: ["name", "match", "upstream", "rewrite", "headers", "response_headers", "keep_host", "timeout", "retry", "validate"]) else { return nil }
         defer { fields.finish() }
         let name = fields.take("name").flatMap { string($0, fields.path("name")) }
+        if let name, !routeNames.insert(name).inserted {
+            report(fields.take("name"), fields.path("name"), "route name '\(name)' is used twice")
+        }
         if !fields.has("name") { report(node, fields.path("name"), "missing: every route needs a name (used in logs and metrics)") }
         var upstream: String?
         if let n = fields.take("upstream"), let value = string(n, fields.path("upstream")) {
             if config.upstream(named: value) == nil {
-                let known = ([UpstreamConfig.echoName] + config.upstreams.map(\.name)).joined(separator: ", ")
-                report(n, fields.path("upstream"), "unknown upstream '\(value)' (declared: \(known))")
+                if !declaredUpstreams.contains(value) {
+                    let known = ([UpstreamConfig.echoName] + declaredUpstreams).joined(separator: ", ")
+                    report(n, fields.path("upstream"), "unknown upstream '\(value)' (declared: \(known))")
+                }
             } else {
                 upstream = value
             }
@@ -37,7 +42,7 @@ extension ConfigReader {
 
     func readMatch(_ node: Node, _ path: String) -> RouteMatch {
         var match = RouteMatch()
-        guard let fields = mapping(node, path) else { return match }
+        guard let fields = mapping(node, path, known: ["methods", "path", "prefix", "host", "headers"]) else { return match }
         defer { fields.finish() }
         if let n = fields.take("methods"), let methods = strings(n, fields.path("methods")) {
             for method in methods where !HeaderList.isValidName(method) || method != method.uppercased() {
@@ -59,10 +64,9 @@ extension ConfigReader {
             if text.hasPrefix("/") { match.path = .prefix(text) } else { report(n, fields.path("prefix"), "must start with '/'") }
         }
         if let n = fields.take("host") { match.host = string(n, fields.path("host"))?.lowercased() }
-        if let n = fields.take("headers"), let headers = mapping(n, fields.path("headers")) {
+        if let n = fields.take("headers"), let headers = mapping(n, fields.path("headers"), known: nil) {
             defer { headers.finish() }
             for entry in headers.entries {
-                _ = headers.take(entry.key)
                 guard HeaderList.isValidName(entry.key) else {
                     report(entry.keyNode, headers.path(entry.key), "not a valid header name")
                     continue
@@ -75,7 +79,7 @@ extension ConfigReader {
 
     func readHeaderRules(_ node: Node, _ path: String) -> HeaderRules {
         var rules = HeaderRules()
-        guard let fields = mapping(node, path) else { return rules }
+        guard let fields = mapping(node, path, known: ["set", "add", "remove"]) else { return rules }
         defer { fields.finish() }
         rules.set = fields.take("set").map { readHeaderFields($0, fields.path("set")) } ?? []
         rules.add = fields.take("add").map { readHeaderFields($0, fields.path("add")) } ?? []
@@ -88,10 +92,9 @@ extension ConfigReader {
 
     /// `Name: value` pairs; a list of values adds the header once per value.
     private func readHeaderFields(_ node: Node, _ path: String) -> [HeaderList.Field] {
-        guard let fields = mapping(node, path) else { return [] }
+        guard let fields = mapping(node, path, known: nil) else { return [] }
         var result: [HeaderList.Field] = []
         for entry in fields.entries {
-            _ = fields.take(entry.key)
             let p = fields.path(entry.key)
             guard HeaderList.isValidName(entry.key) else {
                 report(entry.keyNode, p, "not a valid header name")

@@ -11,6 +11,10 @@ final class ConfigReader {
     private(set) var issues: [ConfigIssue] = []
     /// Values that came from `${env:...}` or `${file:...}`: never shown.
     private(set) var secrets: [String] = []
+    /// Every upstream name the file declares, valid or not, so a route naming
+    /// a broken one does not add a misleading "unknown upstream".
+    var declaredUpstreams: [String] = []
+    var routeNames: Set<String> = []
 
     init(file: String, environment: [String: String]) {
         self.file = file
@@ -24,12 +28,14 @@ final class ConfigReader {
 
     // MARK: Structure
 
-    func mapping(_ node: Node, _ path: String) -> Fields? {
+    /// `known`: the keys this mapping may hold; nil when any key is a name
+    /// (upstreams, params, headers).
+    func mapping(_ node: Node, _ path: String, known: [String]?) -> Fields? {
         guard case .mapping(let mapping) = node else {
             report(node, path, "expected a mapping, found \(describe(node))")
             return nil
         }
-        return Fields(node: node, mapping: mapping, path: path, reader: self)
+        return Fields(node: node, mapping: mapping, path: path, known: known, reader: self)
     }
 
     func sequence(_ node: Node, _ path: String) -> [Node]? {
@@ -203,18 +209,18 @@ final class ConfigReader {
     }
 }
 
-/// A mapping being read: keys that are asked for are known, the rest are
-/// reported as unknown by `finish()`.
+/// A mapping being read; `finish()` reports the keys it may not hold.
 final class Fields {
     let node: Node
     let path: String
     private let pairs: [(key: String, keyNode: Node, value: Node)]
-    private var taken: Set<String> = []
+    private let known: [String]?
     private unowned let reader: ConfigReader
 
-    init(node: Node, mapping: Node.Mapping, path: String, reader: ConfigReader) {
+    init(node: Node, mapping: Node.Mapping, path: String, known: [String]?, reader: ConfigReader) {
         self.node = node
         self.path = path
+        self.known = known
         self.reader = reader
         pairs = mapping.map { (key: $0.key.scalar?.string ?? "", keyNode: $0.key, value: $0.value) }
     }
@@ -225,16 +231,15 @@ final class Fields {
     func path(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
     func take(_ key: String) -> Node? {
-        taken.insert(key)
-        return pairs.first { $0.key == key }?.value
+        pairs.first { $0.key == key }?.value
     }
 
     func has(_ key: String) -> Bool { pairs.contains { $0.key == key } }
 
     func finish() {
-        let known = taken.sorted().joined(separator: ", ")
-        for pair in pairs where !taken.contains(pair.key) {
-            reader.report(pair.keyNode, path(pair.key), "unknown key (known here: \(known))")
+        guard let known else { return }
+        for pair in pairs where !known.contains(pair.key) {
+            reader.report(pair.keyNode, path(pair.key), "unknown key (known here: \(known.joined(separator: ", ")))")
         }
     }
 }

@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+@testable import Gateway
+
+/// Every file in config/ loads and checks, so examples never rot.
+@Suite struct ConfigFilesTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let environment = ["REPORTS_KEY": "k-123", "CLIENT_SECRET": "s3cret"]
+
+    static var configFiles: [String] {
+        let dir = root.appendingPathComponent("config")
+        let examples = (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("examples").path)) ?? []
+        return ["gatewayd.yaml"] + examples.filter { $0.hasSuffix(".yaml") }.sorted().map { "examples/\($0)" }
+    }
+
+    @Test func findsTheExamples() {
+        #expect(Self.configFiles.contains("examples/legacy-form-sidecar.yaml"))
+        #expect(Self.configFiles.contains("examples/header-injection.yaml"))
+        #expect(Self.configFiles.contains("examples/retries.yaml"))
+    }
+
+    @Test(arguments: configFiles)
+    func loads(file: String) throws {
+        let loaded = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/\(file)").path, environment: Self.environment)
+        #expect(!loaded.config.routes.isEmpty)
+        #expect(!loaded.config.listeners.isEmpty)
+    }
+
+    @Test func defaultConfigUsesOnlyEchoAndIsLoopback() throws {
+        let config = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/gatewayd.yaml").path).config
+        #expect(config.routes.allSatisfy { $0.upstream == "echo" })
+        #expect(config.listeners.map(\.address.description) == ["127.0.0.1:8080"])
+        #expect(config.listeners[0].protocols == [.http1, .h2c])
+    }
+
+    @Test func interpolatedSecretsAreRecorded() throws {
+        let loaded = try ConfigLoader.load(
+            file: Self.root.appendingPathComponent("config/examples/header-injection.yaml").path, environment: Self.environment)
+        #expect(loaded.secrets.contains("k-123"))
+        #expect(loaded.secrets.contains("dXNlcjpwYXNz"))
+        let billing = loaded.config.upstream(named: "billing")!
+        #expect(billing.headers.set.first?.value == "Basic dXNlcjpwYXNz")
+    }
+
+    @Test func retriesExampleCompilesToPolicy() throws {
+        let config = try ConfigLoader.load(
+            file: Self.root.appendingPathComponent("config/examples/retries.yaml").path, environment: Self.environment).config
+        let flaky = config.routes[0]
+        #expect(flaky.retry?.attempts == 3)
+        #expect(flaky.retry?.on == [.connectFailure, .reset, .timeout, .refusedStream, .status(502...502), .status(503...503), .status(504...504)])
+        #expect(flaky.retry?.backoff == .init(strategy: .exponential, base: .milliseconds(25), max: .seconds(1), jitter: true))
+        #expect(flaky.retry?.budget == .init(ratio: 0.2, window: .seconds(10), minRetries: 3))
+        #expect(flaky.timeout == .seconds(5))
+        #expect(flaky.validate.map(\.otherwise) == [.fail, .retry, .pass])
+        guard case .refresh(let refresh) = config.routes[1].validate[0].then else {
+            Issue.record("expected a refresh action")
+            return
+        }
+        #expect(refresh.captureHeader == "Authorization")
+        #expect(refresh.format == "Bearer {}")
+        #expect(refresh.body == ["client_id": "gatewayd", "client_secret": "s3cret"])
+        #expect(refresh.minInterval == .seconds(5))
+    }
+}
