@@ -7,8 +7,10 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigOption
 
     func run() async throws {
-        _ = try options.load()
-        printError("gatewayd run: the network listener is not built yet; use 'gatewayd check' and 'gatewayd explain'")
-        throw ExitCode.failure
+        let config = try options.load().config
+        let server = GatewayServer(config: config)
+        let addresses = try await server.start()
+        for address in addresses { printError("gatewayd \(GatewayVersion.current) listening on http://\(address.ipAddress ?? "?"):\(address.port ?? 0)") }
+        try await server.wait()
     }
 }

@@ -1,0 +1,46 @@
+import Benchmark
+import Rewriter
+
+/// A typical 1 KiB convenience object: 10 keys, one array, one nested object.
+let body: [UInt8] = Array("""
+    {"query":"swift nio gateway benchmarks","sort":"stars","order":"desc","page":3,"per_page":50,\
+    "since":"2024-05-01T12:30:00Z","include_forks":false,\
+    "tags":["server","networking","http","proxy","sidecar","legacy","rewriter","json"],\
+    "owner":{"login":"gatewayd-team","type":"Organization","site_admin":false,"location":"Zürich, CH"},\
+    "note":"A longer free-text value with spaces, punctuation (&=+%#) and unicode: café, naïve, 東京, 😀. \
+    It exists to make the object about one kibibyte, as a realistic search or form payload would be, \
+    so the numbers reflect escaping work and not just bookkeeping. Lorem ipsum dolor sit amet, consectetur \
+    adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam."}
+    """.utf8)
+
+func request() -> IncomingRequest {
+    IncomingRequest(method: "POST", target: "/search", contentType: "application/json", body: body)
+}
+
+let params = [ParamRule(name: "q", from: "query", required: true), ParamRule(name: "since", type: .timestampMs)]
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(metrics: [.wallClock, .cpuTotal, .mallocCountTotal, .throughput],
+                                           maxDuration: .seconds(3))
+
+    let rules: [(String, Rule)] = [
+        ("query", Rule(method: "GET", path: try! URITemplate("/v1/search{?q,sort,order}"), params: params)),
+        ("form", Rule(encoding: .form, params: params)),
+        ("json", Rule(encoding: .json, params: params)),
+        ("multipart", Rule(encoding: .multipart, params: params)),
+    ]
+    for (name, rule) in rules {
+        Benchmark("JSON 1 KiB -> \(name)") { benchmark in
+            let incoming = request()
+            for _ in benchmark.scaledIterations {
+                blackHole(try! rule.apply(to: incoming, boundary: { "gatewayd-000000000000000000000000" }))
+            }
+        }
+    }
+
+    Benchmark("JSON 1 KiB parse only") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(try! JSONReader.parseObject(body))
+        }
+    }
+}
