@@ -40,7 +40,7 @@ import Testing
         try Data(repeating: UInt8(ascii: "x"), count: 1_048_577).write(to: big)
         defer { try? FileManager.default.removeItem(at: big) }
         let tooLarge = try curl(["-i", "\(base)/orders", "-H", "Content-Type: application/json", "--data-binary", "@\(big.path)"])
-        #expect(tooLarge.hasPrefix("HTTP/1.1 413 Content Too Large\r\n"))
+        #expect(tooLarge.hasPrefix("HTTP/1.1 413 "))
         #expect(tooLarge.contains(#""detail":"the body exceeds limits.max_body_bytes (1048576)""#))
     }
 }
