@@ -82,7 +82,7 @@ private struct Cursor {
     mutating func readObject(depth: Int) throws(JSONError) -> JSONObject {
         guard depth <= maxDepth else { throw JSONError("nesting deeper than \(maxDepth) levels", at: index) }
         index += 1
-        var object = JSONObject()
+        var object = JSONObject(reservingCapacity: 8)
         var seen: Set<String>?
         skipWhitespace()
         if current == UInt8(ascii: "}") {
@@ -170,7 +170,7 @@ private struct Cursor {
             if byte == UInt8(ascii: "\"") {
                 let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                guard let string = String(validating: raw, as: UTF8.self) else {
+                guard let string = UTF8Text.string(raw) else {
                     throw JSONError("invalid UTF-8 in a string", at: start)
                 }
                 return string
@@ -185,7 +185,7 @@ private struct Cursor {
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                guard let string = String(validating: decoded, as: UTF8.self) else {
+                guard let string = UTF8Text.string(decoded) else {
                     throw JSONError("invalid UTF-8 in a string", at: start)
                 }
                 return string

@@ -44,6 +44,10 @@ public struct JSONObject: Sendable, Hashable, RandomAccessCollection {
     public private(set) var members: [Member]
 
     public init() { members = [] }
+    public init(reservingCapacity capacity: Int) {
+        members = []
+        members.reserveCapacity(capacity)
+    }
     public init(_ members: [Member]) { self.members = members }
     public init(_ pairs: KeyValuePairs<String, JSONValue>) {
         members = pairs.map { Member(key: $0.key, value: $0.value) }

@@ -41,13 +41,7 @@ public struct URITemplate: Sendable, Hashable, CustomStringConvertible {
     public var description: String { source }
 
     /// Every variable name the template mentions, in order of appearance.
-    public var variableNames: [String] {
-        var names: [String] = []
-        for case .expression(let e) in parts {
-            for v in e.variables where !names.contains(v.name) { names.append(v.name) }
-        }
-        return names
-    }
+    public let variableNames: [String]
 
     /// True when an expression uses the fragment operator `{#...}`.
     public var hasFragment: Bool {
@@ -57,7 +51,13 @@ public struct URITemplate: Sendable, Hashable, CustomStringConvertible {
     public init(_ source: String) throws(URITemplateError) {
         self.source = source
         var parser = URITemplateParser(source)
-        self.parts = try parser.parse()
+        let parts = try parser.parse()
+        var names: [String] = []
+        for case .expression(let e) in parts {
+            for v in e.variables where !names.contains(v.name) { names.append(v.name) }
+        }
+        self.parts = parts
+        self.variableNames = names
     }
 }
 
