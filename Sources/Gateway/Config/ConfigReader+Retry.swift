@@ -109,18 +109,10 @@ extension ConfigReader {
             report(node, fields.path("name"), "missing")
             return nil
         }
-        let forms = ["present", "absent", "equals", "matches"].filter(fields.has)
-        guard forms.count == 1, let form = forms.first, let v = fields.take(form) else {
-            report(node, path, "needs exactly one of present, absent, equals, matches")
-            return nil
-        }
+        guard let (form, v) = readCondition(fields, node, path, forms: ["present", "absent", "equals", "matches"]) else { return nil }
         switch form {
-        case "present", "absent":
-            guard bool(v, fields.path(form)) == true else {
-                report(v, fields.path(form), "write '\(form): true'")
-                return nil
-            }
-            return .header(name: name, form == "present" ? .present : .absent)
+        case "present": return .header(name: name, .present)
+        case "absent": return .header(name: name, .absent)
         case "equals":
             return string(v, fields.path(form)).map { .header(name: name, .equals($0)) }
         default:
@@ -146,18 +138,10 @@ extension ConfigReader {
             report(pointerNode, fields.path("pointer"), "not a JSON pointer (RFC 6901), e.g. /error or /data/0/id")
             return nil
         }
-        let forms = ["present", "absent", "equals", "in"].filter(fields.has)
-        guard forms.count == 1, let form = forms.first, let v = fields.take(form) else {
-            report(node, path, "needs exactly one of present, absent, equals, in")
-            return nil
-        }
+        guard let (form, v) = readCondition(fields, node, path, forms: ["present", "absent", "equals", "in"]) else { return nil }
         switch form {
-        case "present", "absent":
-            guard bool(v, fields.path(form)) == true else {
-                report(v, fields.path(form), "write '\(form): true'")
-                return nil
-            }
-            return .json(pointer: pointer, form == "present" ? .present : .absent)
+        case "present": return .json(pointer: pointer, .present)
+        case "absent": return .json(pointer: pointer, .absent)
         case "equals":
             return json(v, fields.path(form)).map { .json(pointer: pointer, .equals($0)) }
         default:
@@ -167,6 +151,21 @@ extension ConfigReader {
             }
             return .json(pointer: pointer, .oneOf(values))
         }
+    }
+
+    /// The one condition key of a `header` or `json` check; `present` and
+    /// `absent` must say `true`.
+    private func readCondition(_ fields: Fields, _ node: Node, _ path: String, forms: [String]) -> (String, Node)? {
+        let given = forms.filter(fields.has)
+        guard given.count == 1, let form = given.first, let value = fields.take(form) else {
+            report(node, path, "needs exactly one of \(forms.joined(separator: ", "))")
+            return nil
+        }
+        if form == "present" || form == "absent", bool(value, fields.path(form)) != true {
+            report(value, fields.path(form), "write '\(form): true'")
+            return nil
+        }
+        return (form, value)
     }
 
     private func readAction(_ node: Node, _ path: String, config: GatewayConfig) -> ValidatorSpec.Action? {
