@@ -109,7 +109,7 @@ extension ConfigReader {
             report(node, fields.path("name"), "missing")
             return nil
         }
-        guard let (form, v) = readCondition(fields, node, path, forms: ["present", "absent", "equals", "matches"]) else { return nil }
+        guard let (form, v) = readCheckForm(fields, node, path, forms: ["present", "absent", "equals", "matches"]) else { return nil }
         switch form {
         case "present": return .header(name: name, .present)
         case "absent": return .header(name: name, .absent)
@@ -138,7 +138,7 @@ extension ConfigReader {
             report(pointerNode, fields.path("pointer"), "not a JSON pointer (RFC 6901), e.g. /error or /data/0/id")
             return nil
         }
-        guard let (form, v) = readCondition(fields, node, path, forms: ["present", "absent", "equals", "in"]) else { return nil }
+        guard let (form, v) = readCheckForm(fields, node, path, forms: ["present", "absent", "equals", "in"]) else { return nil }
         switch form {
         case "present": return .json(pointer: pointer, .present)
         case "absent": return .json(pointer: pointer, .absent)
@@ -155,7 +155,7 @@ extension ConfigReader {
 
     /// The one condition key of a `header` or `json` check; `present` and
     /// `absent` must say `true`.
-    private func readCondition(_ fields: Fields, _ node: Node, _ path: String, forms: [String]) -> (String, Node)? {
+    private func readCheckForm(_ fields: Fields, _ node: Node, _ path: String, forms: [String]) -> (String, Node)? {
         let given = forms.filter(fields.has)
         guard given.count == 1, let form = given.first, let value = fields.take(form) else {
             report(node, path, "needs exactly one of \(forms.joined(separator: ", "))")
