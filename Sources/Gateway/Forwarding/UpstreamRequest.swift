@@ -22,19 +22,21 @@ public struct UpstreamRequest: Sendable, Hashable {
         "proxy-authenticate", "proxy-authorization", "trailer",
     ]
 
-    /// Lowest precedence first: the client's headers (hop-by-hop dropped), the
+    /// Lowest precedence first: the client's headers (hop-by-hop dropped, the
+    /// X-Forwarded-* and X-Request-Id of `client` added), the
     /// upstream's `headers`, the route's `headers`, then the encoder's
     /// Content-Type and Content-Length. Throws the client's 4xx problem.
     public static func build(
         method: String, target: String, headers clientHeaders: HeaderList, body: [UInt8],
         route: RouteConfig, upstream: UpstreamConfig, captures: [(name: String, value: String)] = [],
-        boundary: () -> String = MultipartEncoder.randomBoundary
+        client: ClientInfo? = nil, boundary: () -> String = MultipartEncoder.randomBoundary
     ) throws(Problem) -> UpstreamRequest {
         var headers = clientHeaders
         let named = Set(clientHeaders.values("Connection").flatMap { $0.split(separator: ",") }.map {
             $0.filter { $0 != " " && $0 != "\t" }.lowercased()
         })
         headers.removeAll { hopByHop.contains($0.name.lowercased()) || named.contains($0.name.lowercased()) }
+        if let client { client.addForwardingHeaders(to: &headers) }
         if !route.keepHost || !headers.contains("Host") { headers.set("Host", upstream.authority) }
         upstream.headers.apply(to: &headers)
         route.headers.apply(to: &headers)

@@ -1,0 +1,104 @@
+import NIOCore
+import NIOHTTP1
+
+/// What receives an upstream's answer, part by part, on the connection's
+/// event loop (the downstream call's own loop).
+protocol UpstreamResponseDelegate: AnyObject {
+    func upstreamHead(_ head: HTTPResponseHead)
+    func upstreamBody(_ buffer: ByteBuffer)
+    func upstreamEnd()
+    /// `responseStarted`: whether any part of the answer had arrived.
+    func upstreamFailed(_ error: UpstreamError, responseStarted: Bool)
+}
+
+/// One keep-alive HTTP/1.1 connection to an upstream, owned by a pool on
+/// one event loop. Not Sendable on purpose: it lives on its loop only.
+final class UpstreamConnection {
+    let channel: Channel
+    let upstream: String
+    /// How many requests this connection has carried (a reused connection may
+    /// have been closed by the upstream just as we sent: safe to replay once).
+    private(set) var uses = 0
+    fileprivate var delegate: UpstreamResponseDelegate?
+    fileprivate var responseStarted = false
+    fileprivate var keepAlive = true
+    weak var pool: UpstreamPool?
+
+    init(channel: Channel, upstream: String) {
+        self.channel = channel
+        self.upstream = upstream
+    }
+
+    var isBusy: Bool { delegate != nil }
+
+    func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
+        self.delegate = delegate
+        uses += 1
+        responseStarted = false
+        keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(request.headers.count)
+        for field in request.headers { headers.add(name: field.name, value: field.value) }
+        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target, headers: headers)
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        if let body = request.body, !body.isEmpty {
+            channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(bytes: body))), promise: nil)
+        }
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+    }
+
+    /// The caller gives up (client gone, deadline passed): the connection is
+    /// in an unknown state and is closed, not reused.
+    func abandon() {
+        delegate = nil
+        channel.close(promise: nil)
+    }
+
+    fileprivate func finish() {
+        delegate = nil
+        if keepAlive, channel.isActive { pool?.release(self) } else { channel.close(promise: nil) }
+    }
+}
+
+/// Turns the upstream channel's response parts into delegate calls.
+final class UpstreamResponseHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    unowned let connection: UpstreamConnection
+
+    init(connection: UpstreamConnection) { self.connection = connection }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let delegate = connection.delegate else { return }
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            // 1xx interim answers are not forwarded; the final answer follows.
+            if head.status.code < 200 && head.status.code != 101 { return }
+            connection.responseStarted = true
+            if !head.isKeepAlive { connection.keepAlive = false }
+            delegate.upstreamHead(head)
+        case .body(let buffer):
+            delegate.upstreamBody(buffer)
+        case .end:
+            connection.finish()
+            delegate.upstreamEnd()
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        connection.pool?.closed(connection)
+        if let delegate = connection.delegate {
+            connection.delegate = nil
+            delegate.upstreamFailed(.reset("the upstream closed the connection"), responseStarted: connection.responseStarted)
+        }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if let delegate = connection.delegate {
+            connection.delegate = nil
+            delegate.upstreamFailed(.reset("\(error)"), responseStarted: connection.responseStarted)
+        }
+        context.close(promise: nil)
+    }
+}

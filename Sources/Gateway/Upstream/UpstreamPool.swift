@@ -1,0 +1,113 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Keep-alive upstream connections owned by one event loop: a call is always
+/// served by a connection on its own loop (no hops), and each loop may open
+/// up to its share of the upstream's `max_connections`. Used only on `eventLoop`.
+final class UpstreamPool {
+    let eventLoop: EventLoop
+    private let connectionsPerUpstream: [String: Int]
+    private let upstreams: [String: UpstreamConfig]
+    private var idle: [String: [UpstreamConnection]] = [:]
+    private var open: [String: Int] = [:]
+    private var waiters: [String: CircularBuffer<EventLoopPromise<UpstreamConnection>>] = [:]
+
+    init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int) {
+        self.eventLoop = eventLoop
+        var limits: [String: Int] = [:]
+        for upstream in upstreams { limits[upstream.name] = max(1, upstream.maxConnections / max(1, loops)) }
+        connectionsPerUpstream = limits
+        self.upstreams = Dictionary(uniqueKeysWithValues: upstreams.map { ($0.name, $0) })
+    }
+
+    /// An idle connection, a new one, or a wait for one to be released.
+    func acquire(_ upstream: UpstreamConfig) -> EventLoopFuture<UpstreamConnection> {
+        eventLoop.assertInEventLoop()
+        while let connection = idle[upstream.name]?.popLast() {
+            if connection.channel.isActive { return eventLoop.makeSucceededFuture(connection) }
+        }
+        guard let url = upstream.url else {
+            return eventLoop.makeFailedFuture(UpstreamError.unsupported("echo is answered in process"))
+        }
+        if url.isTLS || upstream.http2 {
+            return eventLoop.makeFailedFuture(UpstreamError.unsupported("https and HTTP/2 upstreams are not supported yet"))
+        }
+        if open[upstream.name, default: 0] >= connectionsPerUpstream[upstream.name, default: 1] {
+            let promise = eventLoop.makePromise(of: UpstreamConnection.self)
+            waiters[upstream.name, default: []].append(promise)
+            return promise.futureResult
+        }
+        open[upstream.name, default: 0] += 1
+        return connect(upstream, url: url)
+    }
+
+    private func connect(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<UpstreamConnection> {
+        let name = upstream.name
+        let timeout = upstream.connectTimeout.components
+        let nanoseconds = timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000
+        return ClientBootstrap(group: eventLoop)
+            .connectTimeout(.nanoseconds(nanoseconds))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connect(host: url.host, port: url.port)
+            .flatMapErrorThrowing { error in
+                self.open[name, default: 1] -= 1
+                throw UpstreamError.connectFailure("\(url.authority): \(error)")
+            }
+            .flatMapThrowing { channel in
+                let connection = UpstreamConnection(channel: channel, upstream: name)
+                connection.pool = self
+                try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                try channel.pipeline.syncOperations.addHandler(UpstreamResponseHandler(connection: connection))
+                return connection
+            }
+    }
+
+    func release(_ connection: UpstreamConnection) {
+        eventLoop.assertInEventLoop()
+        if var queue = waiters[connection.upstream], let waiter = queue.popFirst() {
+            waiters[connection.upstream] = queue
+            waiter.succeed(connection)
+        } else {
+            idle[connection.upstream, default: []].append(connection)
+        }
+    }
+
+    func closed(_ connection: UpstreamConnection) {
+        eventLoop.assertInEventLoop()
+        idle[connection.upstream]?.removeAll { $0 === connection }
+        open[connection.upstream, default: 1] -= 1
+        // A waiter can now open a connection of its own.
+        if var queue = waiters[connection.upstream], let waiter = queue.popFirst() {
+            waiters[connection.upstream] = queue
+            open[connection.upstream, default: 0] += 1
+            if let upstream = upstreams[connection.upstream], let url = upstream.url {
+                connect(upstream, url: url).cascade(to: waiter)
+            }
+        }
+    }
+
+    func closeAll() {
+        for connection in idle.values.joined() { connection.channel.close(promise: nil) }
+        idle.removeAll()
+    }
+}
+
+/// One pool per event loop, created at start and never changed, so any loop
+/// can find its own without locking.
+final class UpstreamPools: @unchecked Sendable {
+    private let pools: [ObjectIdentifier: UpstreamPool]
+
+    init(group: MultiThreadedEventLoopGroup, upstreams: [UpstreamConfig]) {
+        let loops = Array(group.makeIterator())
+        var pools: [ObjectIdentifier: UpstreamPool] = [:]
+        for loop in loops {
+            pools[ObjectIdentifier(loop)] = UpstreamPool(eventLoop: loop, upstreams: upstreams, loops: loops.count)
+        }
+        self.pools = pools
+    }
+
+    func pool(for eventLoop: EventLoop) -> UpstreamPool {
+        pools[ObjectIdentifier(eventLoop)]!
+    }
+}
