@@ -4,18 +4,6 @@ import Testing
 
 /// The default config served on a real socket (port 0), called with curl.
 @Suite struct EchoListenerTests {
-    func curl(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-s", "--max-time", "10", "-A", "test-agent"] + arguments
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
-    }
-
     @Test func defaultConfigAnswersThroughEcho() async throws {
         var config = try ConfigLoader.load(file: ConfigFilesTests.root.appendingPathComponent("config/gatewayd.yaml").path).config
         config.listeners[0].address.port = 0
@@ -24,22 +12,22 @@ import Testing
         defer { Task { try await server.shutdown() } }
         let base = "http://127.0.0.1:\(port)"
 
-        let search = try curl(["\(base)/search", "-H", "Content-Type: application/json", "-H", "Cookie: s=1",
-                               "-d", #"{"keywords":"swift nio","since":"2024-05-01T00:00:00Z"}"#])
-        #expect(search == #"{"method":"GET","path":"/v1/search","query":"q=swift%20nio&order=desc&since=1714521600000&version=2","headers":[["Host","echo"],["User-Agent","test-agent"],["Accept","*/*"],["X-Api-Key","demo-key"]],"body":null}"# + "\n")
+        let search = try curl(["\(base)/search", "-H", "Content-Type: application/json", "-H", "Cookie: s=1", "-H", "X-Request-Id: req-1",
+                               "-d", #"{"keywords":"swift nio","since":"2024-05-01T00:00:00Z"}"#]).text
+        #expect(search == #"{"method":"GET","path":"/v1/search","query":"q=swift%20nio&order=desc&since=1714521600000&version=2","headers":[["Host","echo"],["User-Agent","test-agent"],["Accept","*/*"],["X-Request-Id","req-1"],["X-Forwarded-For","127.0.0.1"],["X-Forwarded-Proto","http"],["X-Forwarded-Host","127.0.0.1:\#(port)"],["X-Api-Key","demo-key"]],"body":null}"# + "\n")
 
-        let form = try curl(["\(base)/orders", "-H", "Content-Type: application/json", "-d", #"{"item":"A 1","qty":"2"}"#])
+        let form = try curl(["\(base)/orders", "-H", "Content-Type: application/json", "-d", #"{"item":"A 1","qty":"2"}"#]).text
         #expect(form.contains(#""path":"/legacy/order.php""#))
         #expect(form.contains(#"["Content-Type","application/x-www-form-urlencoded"],["Content-Length","14"]],"body":"item=A+1&qty=2"}"#))
 
-        let notFound = try curl(["-i", "\(base)/nothing"])
+        let notFound = try curl(["-i", "\(base)/nothing"]).text
         #expect(notFound.hasPrefix("HTTP/1.1 404 Not Found\r\n"))
         #expect(notFound.hasSuffix(#"{"type":"urn:gatewayd:problem:no-route","title":"No route matches","status":404,"detail":"no route matches GET /nothing"}"#))
 
         let big = FileManager.default.temporaryDirectory.appendingPathComponent("big-\(getpid()).json")
         try Data(repeating: UInt8(ascii: "x"), count: 1_048_577).write(to: big)
         defer { try? FileManager.default.removeItem(at: big) }
-        let tooLarge = try curl(["-i", "\(base)/orders", "-H", "Content-Type: application/json", "--data-binary", "@\(big.path)"])
+        let tooLarge = try curl(["-i", "\(base)/orders", "-H", "Content-Type: application/json", "--data-binary", "@\(big.path)"]).text
         #expect(tooLarge.hasPrefix("HTTP/1.1 413 "))
         #expect(tooLarge.contains(#""detail":"the body exceeds limits.max_body_bytes (1048576)""#))
     }

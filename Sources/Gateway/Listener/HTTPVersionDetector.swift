@@ -30,7 +30,12 @@ final class HTTPVersionDetector: ByteToMessageDecoder {
         return .needMoreData
     }
 
+    /// Called while the removal completes: bytes still buffered belong to the
+    /// protocol handlers now behind this one.
     func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
-        .needMoreData
+        if configured, buffer.readableBytes > 0 {
+            context.fireChannelRead(NIOAny(buffer.readSlice(length: buffer.readableBytes)!))
+        }
+        return .needMoreData
     }
 }

@@ -209,6 +209,12 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         context.fireChannelWritabilityChanged()
     }
 
+    /// A malformed request (bad framing, smuggling attempt): NIO's error handler
+    /// has answered 400 and nothing after it on this connection can be trusted.
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if error is HTTPParserError { context.close(promise: nil) } else { context.fireErrorCaught(error) }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         timer?.cancel()
         if let call {

@@ -60,11 +60,13 @@ final class UpstreamConnection {
     }
 }
 
-/// Turns the upstream channel's response parts into delegate calls.
+/// Turns the upstream channel's response parts into delegate calls. Holds its
+/// connection strongly: the pipeline is torn down when the channel closes,
+/// which ends the cycle.
 final class UpstreamResponseHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
 
-    unowned let connection: UpstreamConnection
+    let connection: UpstreamConnection
 
     init(connection: UpstreamConnection) { self.connection = connection }
 

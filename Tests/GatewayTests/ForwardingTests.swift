@@ -1,0 +1,190 @@
+import Foundation
+import Testing
+@testable import Gateway
+
+/// Calls through the gateway to a recording upstream on real sockets, with
+/// curl, nghttp and raw sockets as the client.
+@Suite(.serialized) struct ForwardingTests {
+    func withGateway(
+        routes: String, upstream: RecordingUpstream = RecordingUpstream(), limits: String = "{}",
+        _ body: (GatewayHarness, RecordingUpstream) async throws -> Void
+    ) async throws {
+        let port = try await upstream.start()
+        let yaml = """
+            listeners: [{address: 127.0.0.1:0, protocols: [http1, h2c]}]
+            limits: \(limits)
+            upstreams:
+              legacy: {url: "http://127.0.0.1:\(port)/base", max_connections: 4}
+              dead: {url: "http://127.0.0.1:1", connect_timeout: 500ms}
+            routes:
+            \(routes)
+            """
+        let gateway = try await GatewayHarness.start(yaml)
+        do {
+            try await body(gateway, upstream)
+        } catch {
+            await gateway.stop()
+            await upstream.stop()
+            throw error
+        }
+        await gateway.stop()
+        await upstream.stop()
+    }
+
+    static let passThrough = """
+          - name: api
+            match: {prefix: /api/}
+            upstream: legacy
+            headers: {set: {X-Injected: "yes"}, remove: [Cookie]}
+            response_headers: {remove: [Server]}
+        """
+
+    @Test func passThroughOverHTTP1() async throws {
+        let upstream = RecordingUpstream { _ in
+            .respond(status: 201, headers: [("Server", "legacy/1.0"), ("X-Up", "u"), ("Connection", "keep-alive, X-Secret"), ("X-Secret", "s")],
+                     body: Array("created\n".utf8))
+        }
+        try await withGateway(routes: Self.passThrough, upstream: upstream) { gateway, upstream in
+            let result = try curl(["-i", "\(gateway.base)/api/a%2Fb/%C3%A9?x=1&y=%20+&z", "-H", "x-MiXeD-CaSe: kept",
+                                   "-H", "Cookie: secret", "-H", "Connection: keep-alive, X-Hop", "-H", "X-Hop: 1",
+                                   "-H", "Keep-Alive: timeout=5", "-H", "Proxy-Authorization: Basic x", "-H", "X-Request-Id: rid-1",
+                                   "-H", "X-Forwarded-For: 10.0.0.9"])
+            let request = try #require(upstream.requests.first)
+            #expect(request.method == "GET")
+            #expect(request.uri == "/base/api/a%2Fb/%C3%A9?x=1&y=%20+&z")
+            #expect(request.headers.map(\.0) == ["Host", "User-Agent", "Accept", "x-MiXeD-CaSe", "X-Request-Id", "X-Forwarded-For",
+                                                  "X-Forwarded-Proto", "X-Forwarded-Host", "X-Injected"])
+            #expect(request.header("Host") == ["127.0.0.1:\(upstream.port)"])
+            #expect(request.header("x-mixed-case") == ["kept"])
+            #expect(request.header("X-Forwarded-For") == ["10.0.0.9, 127.0.0.1"])
+            #expect(request.header("X-Forwarded-Proto") == ["http"])
+            #expect(request.header("X-Forwarded-Host") == ["127.0.0.1:\(gateway.port)"])
+            #expect(request.header("X-Request-Id") == ["rid-1"])
+            #expect(request.header("X-Injected") == ["yes"])
+            #expect(request.body.isEmpty)
+            let text = result.text
+            #expect(text.hasPrefix("HTTP/1.1 201 Created\r\n"))
+            #expect(text.contains("X-Up: u\r\n"))
+            #expect(text.contains("X-Request-Id: rid-1\r\n"))
+            #expect(!text.contains("Server:"))
+            #expect(!text.contains("X-Secret"))
+            #expect(text.hasSuffix("\r\n\r\ncreated\n"))
+        }
+    }
+
+    @Test func bodiesAreForwardedByteForByte() async throws {
+        let upstream = RecordingUpstream { request in .respond(status: 200, headers: [], body: request.body.reversed()) }
+        try await withGateway(routes: Self.passThrough, upstream: upstream) { gateway, upstream in
+            let payload = (0..<3).flatMap { _ in (0...255).map { UInt8($0) } }
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("payload-\(getpid()).bin")
+            try Data(payload).write(to: file)
+            defer { try? FileManager.default.removeItem(at: file) }
+            let result = try curl(["\(gateway.base)/api/upload", "-H", "Content-Type: application/octet-stream", "--data-binary", "@\(file.path)"])
+            let request = try #require(upstream.requests.first)
+            #expect(request.method == "POST")
+            #expect(request.body == payload)
+            #expect(request.header("Content-Length") == ["768"])
+            #expect(request.header("Content-Type") == ["application/octet-stream"])
+            #expect(result.out == payload.reversed())
+        }
+    }
+
+    @Test func rewriteRouteSendsTheTranslatedRequest() async throws {
+        let routes = """
+              - name: orders
+                match: {methods: [POST], path: "/orders/{shop}"}
+                upstream: legacy
+                rewrite: {method: PUT, path: "/legacy/{shop}/order.php", encoding: form, params: {qty: {type: int}}}
+            """
+        try await withGateway(routes: routes) { gateway, upstream in
+            let result = try curl(["-i", "\(gateway.base)/orders/main%20st", "-H", "Content-Type: application/json",
+                                   "-d", #"{"item":"A 1","qty":"007","tags":["x","y"]}"#])
+            #expect(result.text.hasPrefix("HTTP/1.1 200 OK\r\n"))
+            let request = try #require(upstream.requests.first)
+            #expect(request.method == "PUT")
+            #expect(request.uri == "/base/legacy/main%20st/order.php")
+            #expect(request.body == Array("item=A+1&qty=7&tags%5B%5D=x&tags%5B%5D=y".utf8))
+            #expect(request.header("Content-Type") == ["application/x-www-form-urlencoded"])
+            #expect(request.header("Content-Length") == ["40"])
+        }
+    }
+
+    @Test func h2cWithCurlAndNghttpReachTheSameUpstream() async throws {
+        let upstream = RecordingUpstream { request in .respond(status: 200, headers: [("X-Seen", request.uri)], body: Array("h2 ok".utf8)) }
+        try await withGateway(routes: Self.passThrough, upstream: upstream) { gateway, upstream in
+            let viaCurl = try curl(["-i", "--http2-prior-knowledge", "\(gateway.base)/api/h2?q=1", "-H", "X-Request-Id: h2-1"])
+            #expect(viaCurl.text.hasPrefix("HTTP/2 200"))
+            #expect(viaCurl.text.contains("x-seen: /base/api/h2?q=1\r\n"))
+            #expect(viaCurl.text.hasSuffix("h2 ok"))
+            let viaNghttp = try runPeer("/usr/bin/nghttp", ["-n", "-v", "-H", "x-custom: c", "\(gateway.base)/api/nghttp"])
+            #expect(viaNghttp.status == 0)
+            #expect(viaNghttp.text.contains(":status: 200"))
+            let requests = upstream.requests
+            #expect(requests.map(\.uri) == ["/base/api/h2?q=1", "/base/api/nghttp"])
+            #expect(requests[0].header("X-Request-Id") == ["h2-1"])
+            #expect(requests[1].header("x-custom") == ["c"])
+            #expect(requests.allSatisfy { $0.header("Host") == ["127.0.0.1:\(upstream.port)"] && $0.header("X-Injected") == ["yes"] })
+        }
+    }
+
+    @Test func upstreamConnectionsAreReused() async throws {
+        try await withGateway(routes: Self.passThrough) { gateway, upstream in
+            _ = try curl(["\(gateway.base)/api/1", "\(gateway.base)/api/2", "\(gateway.base)/api/3"])
+            _ = try curl(["\(gateway.base)/api/4"])
+            #expect(upstream.requests.count == 4)
+            #expect(upstream.connections == 1)
+        }
+    }
+
+    @Test func upstreamFailuresAreProblems() async throws {
+        let upstream = RecordingUpstream { request in
+            switch request.uri {
+            case "/base/api/slow": .respond(status: 200, headers: [], body: [], delay: .seconds(3))
+            case "/base/api/cut": .cutShort(bodyPrefix: Array("partial".utf8), declaredLength: 100)
+            default: .close
+            }
+        }
+        let routes = Self.passThrough + """
+
+              - {name: slow, match: {prefix: /slow}, upstream: legacy, timeout: 300ms, rewrite: {path: /api/slow}}
+              - {name: dead, match: {prefix: /dead}, upstream: dead}
+            """
+        try await withGateway(routes: routes, upstream: upstream) { gateway, _ in
+            let refused = try curl(["-i", "\(gateway.base)/dead"]).text
+            #expect(refused.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
+            #expect(refused.contains(#""type":"urn:gatewayd:problem:upstream-connect-failure""#))
+            #expect(refused.contains(#""route":"dead""#))
+            let slow = try curl(["-i", "\(gateway.base)/slow"]).text
+            #expect(slow.hasPrefix("HTTP/1.1 504 Gateway Timeout\r\n"))
+            #expect(slow.contains(#""route":"slow""#))
+            let closed = try curl(["-i", "\(gateway.base)/api/close"]).text
+            #expect(closed.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
+            #expect(closed.contains(#""type":"urn:gatewayd:problem:upstream-reset""#))
+            // Cut short after the head: the client must see a broken answer, not a short one.
+            let cut = try curl(["\(gateway.base)/api/cut"])
+            #expect(cut.status == 18)  // CURLE_PARTIAL_FILE
+        }
+    }
+
+    @Test func badRequestsAreRefused() async throws {
+        try await withGateway(routes: Self.passThrough, limits: "{max_header_bytes: 2048}") { gateway, upstream in
+            let big = try curl(["-i", "\(gateway.base)/api/x", "-H", "X-Big: " + String(repeating: "b", count: 4000)]).text
+            #expect(big.hasPrefix("HTTP/1.1 431 Request Header Fields Too Large\r\n"))
+            let absolute = try curl(["-i", "--request-target", "http://elsewhere.example/api/x", "\(gateway.base)/"]).text
+            #expect(absolute.hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
+            let smuggled = try rawExchange(port: gateway.port, Array(
+                "POST /api/x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/admin HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
+            #expect(smuggled.hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
+            #expect(!smuggled.contains("200 OK"))
+            let badChunk = try rawExchange(port: gateway.port, Array(
+                "POST /api/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n".utf8))
+            #expect(badChunk.hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
+            let twoLengths = try rawExchange(port: gateway.port, Array(
+                "POST /api/x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd".utf8))
+            #expect(twoLengths.hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
+            // ... and each of those connections was closed by the gateway, not left open.
+            for answer in [smuggled, badChunk, twoLengths] { #expect(!answer.hasSuffix("<timeout>")) }
+            #expect(upstream.requests.isEmpty)
+        }
+    }
+}

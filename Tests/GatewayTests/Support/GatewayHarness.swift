@@ -1,0 +1,18 @@
+import Foundation
+@testable import Gateway
+
+/// A gateway started from YAML on 127.0.0.1:0, stopped by `stop()`.
+struct GatewayHarness {
+    let server: GatewayServer
+    let port: Int
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    static func start(_ yaml: String, threads: Int = 1) async throws -> GatewayHarness {
+        let config = try ConfigLoader.load(yaml: yaml, file: "test.yaml").config
+        let server = GatewayServer(config: config, threads: threads)
+        let port = try await server.start()[0].port!
+        return GatewayHarness(server: server, port: port)
+    }
+
+    func stop() async { try? await server.shutdown() }
+}

@@ -1,0 +1,52 @@
+import Foundation
+
+/// Independent peers run as subprocesses: curl, nghttp, python3 raw sockets.
+struct PeerResult {
+    var status: Int32
+    var out: [UInt8]
+    var err: String
+    var text: String { String(decoding: out, as: UTF8.self) }
+}
+
+func runPeer(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil) throws -> PeerResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    let input = Pipe()
+    if stdin != nil { process.standardInput = input }
+    try process.run()
+    if let stdin {
+        input.fileHandleForWriting.write(Data(stdin))
+        try input.fileHandleForWriting.close()
+    }
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return PeerResult(status: process.terminationStatus, out: Array(outData), err: String(decoding: errData, as: UTF8.self))
+}
+
+func curl(_ arguments: [String]) throws -> PeerResult {
+    try runPeer("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
+}
+
+/// Sends raw bytes on a fresh TCP connection and returns everything read until the peer closes.
+func rawExchange(port: Int, _ bytes: [UInt8]) throws -> String {
+    let script = """
+        import socket, sys
+        s = socket.create_connection(("127.0.0.1", \(port)), timeout=10)
+        s.sendall(sys.stdin.buffer.read())
+        out = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk: break
+                out += chunk
+        except socket.timeout:
+            out += b"<timeout>"
+        sys.stdout.buffer.write(out)
+        """
+    return try runPeer("/usr/bin/env", ["python3", "-c", script], stdin: bytes).text
+}

@@ -1,0 +1,107 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A fake HTTP/1.1 upstream on 127.0.0.1:0 that records exactly what reached
+/// its socket (request head with header case and order, body bytes) and
+/// answers as the test scripts it. `port` and `channel` are set once by
+/// `start()` before any other use.
+final class RecordingUpstream: @unchecked Sendable {
+    struct Request: Sendable {
+        var method: String
+        var uri: String
+        var headers: [(String, String)]
+        var body: [UInt8]
+        func header(_ name: String) -> [String] { headers.filter { $0.0.lowercased() == name.lowercased() }.map(\.1) }
+    }
+
+    enum Reply: Sendable {
+        case respond(status: Int, headers: [(String, String)], body: [UInt8], delay: TimeAmount = .zero)
+        /// Sends the head and part of the body, then closes the connection.
+        case cutShort(bodyPrefix: [UInt8], declaredLength: Int)
+        case close
+    }
+
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let state = NIOLockedValueBox<(requests: [Request], connections: Int)>(([], 0))
+    let script: @Sendable (Request) -> Reply
+    private(set) var port = 0
+    private var channel: Channel?
+
+    init(script: @escaping @Sendable (Request) -> Reply = { _ in .respond(status: 200, headers: [], body: Array("ok".utf8)) }) {
+        self.script = script
+    }
+
+    var requests: [Request] { state.withLockedValue { $0.requests } }
+    var connections: Int { state.withLockedValue { $0.connections } }
+
+    func start() async throws -> Int {
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { [state, script] channel in
+                state.withLockedValue { $0.connections += 1 }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Handler(state: state, script: script))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        self.channel = channel
+        port = channel.localAddress!.port!
+        return port
+    }
+
+    func stop() async {
+        try? await channel?.close()
+        try? await group.shutdownGracefully()
+    }
+
+    private final class Handler: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let state: NIOLockedValueBox<(requests: [Request], connections: Int)>
+        let script: @Sendable (Request) -> Reply
+        var current: Request?
+
+        init(state: NIOLockedValueBox<(requests: [Request], connections: Int)>, script: @escaping @Sendable (Request) -> Reply) {
+            self.state = state
+            self.script = script
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head):
+                current = Request(method: head.method.rawValue, uri: head.uri, headers: head.headers.map { ($0.name, $0.value) }, body: [])
+            case .body(var buffer):
+                current?.body += buffer.readBytes(length: buffer.readableBytes) ?? []
+            case .end:
+                guard let request = current else { return }
+                state.withLockedValue { $0.requests.append(request) }
+                reply(script(request), context: context)
+            }
+        }
+
+        private func reply(_ reply: Reply, context: ChannelHandlerContext) {
+            switch reply {
+            case .close:
+                context.close(promise: nil)
+            case .cutShort(let prefix, let length):
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Length", value: String(length))
+                context.write(wrapOutboundOut(.head(.init(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: prefix)))))
+                    .whenComplete { _ in context.close(promise: nil) }
+            case .respond(let status, let extra, let body, let delay):
+                let send = {
+                    var headers = HTTPHeaders(extra)
+                    if !headers.contains(name: "Content-Length") { headers.add(name: "Content-Length", value: String(body.count)) }
+                    context.write(self.wrapOutboundOut(.head(.init(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
+                    context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+                    context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+                }
+                if delay == .zero { send() } else { context.eventLoop.scheduleTask(in: delay, send) }
+            }
+        }
+    }
+}
