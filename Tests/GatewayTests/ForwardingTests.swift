@@ -89,6 +89,26 @@ import Testing
         }
     }
 
+    @Test func chunkedUploadsStreamThroughOverBothProtocols() async throws {
+        let upstream = RecordingUpstream { request in .respond(status: 200, headers: [], body: Array("\(request.body.count)".utf8)) }
+        try await withGateway(routes: Self.passThrough, upstream: upstream) { gateway, upstream in
+            let payload = Array(String(repeating: "0123456789abcdef", count: 200_000).utf8)  // 3.2 MB, over max_body_bytes
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("chunked-\(getpid()).bin")
+            try Data(payload).write(to: file)
+            defer { try? FileManager.default.removeItem(at: file) }
+            let h1 = try curl(["\(gateway.base)/api/stream", "-H", "Transfer-Encoding: chunked", "--data-binary", "@\(file.path)"])
+            #expect(h1.text == "3200000")
+            let h2 = try curl(["--http2-prior-knowledge", "\(gateway.base)/api/stream2", "--data-binary", "@\(file.path)"])
+            #expect(h2.text == "3200000")
+            let requests = upstream.requests
+            #expect(requests.count == 2)
+            #expect(requests[0].header("Transfer-Encoding") == ["chunked"])
+            #expect(requests[0].header("Content-Length").isEmpty)
+            #expect(requests[1].header("Content-Length") == ["3200000"])
+            #expect(requests.allSatisfy { $0.body == payload })
+        }
+    }
+
     @Test func rewriteRouteSendsTheTranslatedRequest() async throws {
         let routes = """
               - name: orders

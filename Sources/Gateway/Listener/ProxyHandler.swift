@@ -4,22 +4,37 @@ import Rewriter
 
 /// One downstream call at a time — an HTTP/1.1 connection (NIO's pipelining
 /// handler queues the next request until this one's answer ends) or one
-/// HTTP/2 stream. Collects the request (up to `limits.max_body_bytes`),
-/// routes and translates it, forwards it on a pooled upstream connection of
-/// this event loop and streams the answer back part by part.
+/// HTTP/2 stream. A route that rewrites buffers the request body (up to
+/// `limits.max_body_bytes`); a pass-through route streams it upstream as it
+/// arrives, reading from the client only as fast as the upstream takes it.
+/// Answers stream back part by part on a pooled upstream connection of this
+/// event loop.
 final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let shared: ListenerContext
+    /// HTTP/2 streams end with their call; connection timers are the HTTP/1 side's.
+    private let isStream: Bool
     private var context: ChannelHandlerContext!
 
+    /// The request being read.
     private var head: HTTPRequestHead?
+    private var match: Router.Match?
     private var body: [UInt8] = []
     private var tooLarge = false
+    /// Set while a request body streams upstream.
+    private var streaming: Streaming?
 
     private var call: Call?
     private var timer: Scheduled<Void>?
+
+    private struct Streaming {
+        /// Body parts read before the upstream connection was ready.
+        var pending: [ByteBuffer] = []
+        var ended = false
+        var connected = false
+    }
 
     /// The call in flight: what was asked, where it went, how far the answer got.
     private struct Call {
@@ -30,11 +45,9 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         var requestID: String
         var connection: UpstreamConnection?
         var responseHeadSent = false
+        /// No replay: already replayed once, or body bytes went upstream unbuffered.
         var replayed = false
     }
-
-    /// HTTP/2 streams end with their call; connection timers are the HTTP/1 side's.
-    private let isStream: Bool
 
     init(shared: ListenerContext, isStream: Bool) {
         self.shared = shared
@@ -43,87 +56,167 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+    }
+
     func channelActive(context: ChannelHandlerContext) {
         armTimer(shared.config.limits.headerTimeout)
         context.fireChannelActive()
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
             timer?.cancel()
-            self.head = head
-            body.removeAll(keepingCapacity: true)
-            tooLarge = false
-            if headerBytes(head.headers) > shared.config.limits.maxHeaderBytes {
-                self.head = nil
-                return answer(Problem(status: 431, code: "headers-too-large", title: "Request header fields too large",
-                                      detail: "the headers exceed limits.max_header_bytes (\(shared.config.limits.maxHeaderBytes))"),
-                              to: head, close: true)
-            }
-        case .body(var buffer):
-            guard head != nil, !tooLarge else { return }
-            if body.count + buffer.readableBytes > shared.config.limits.maxBodyBytes {
-                tooLarge = true
-                body = []
-            } else {
-                body.append(contentsOf: buffer.readBytes(length: buffer.readableBytes)!)
+            received(head)
+        case .body(let buffer):
+            if streaming != nil {
+                streamBody(buffer)
+            } else if head != nil, !tooLarge {
+                if body.count + buffer.readableBytes > shared.config.limits.maxBodyBytes {
+                    tooLarge = true
+                    body = []
+                } else {
+                    body.append(contentsOf: buffer.readableBytesView)
+                }
             }
         case .end:
-            guard let head else { return }
-            self.head = nil
-            handle(head)
+            if streaming != nil {
+                streamEnd()
+            } else if let head {
+                self.head = nil
+                handleBuffered(head)
+            }
         }
-    }
-
-    private func headerBytes(_ headers: HTTPHeaders) -> Int {
-        headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
     }
 
     // MARK: Request
 
-    private func handle(_ head: HTTPRequestHead) {
-        if tooLarge {
-            return answer(Problem(status: 413, code: "body-too-large", title: "Request body too large",
-                                  detail: "the body exceeds limits.max_body_bytes (\(shared.config.limits.maxBodyBytes))"),
+    private func received(_ head: HTTPRequestHead) {
+        let limits = shared.config.limits
+        if head.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }) > limits.maxHeaderBytes {
+            return answer(Problem(status: 431, code: "headers-too-large", title: "Request header fields too large",
+                                  detail: "the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"),
                           to: head, close: true)
         }
         guard head.uri.hasPrefix("/") else {
             return answer(Problem(status: 400, code: "bad-target", title: "Bad request target",
                                   detail: "only origin-form targets (/path?query) are accepted; the gateway is not an open proxy"),
-                          to: head)
+                          to: head, close: true)
         }
-        let method = head.method.rawValue
         let path = String(head.uri.prefix { $0 != "?" })
-        var headers = HeaderList(head.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
-        if !headers.contains("Host"), let authority = headers[":authority"] { headers.set("Host", authority) }
-        guard let match = shared.router.match(method: method, path: path, host: headers["Host"], headers: headers) else {
-            return answer(.noRoute(method: method, path: path), to: head)
+        let headers = clientHeaders(head)
+        let hasBody = head.headers.contains(name: "Content-Length") && head.headers["Content-Length"].first != "0"
+            || head.headers.contains(name: "Transfer-Encoding")
+        guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
+            // An unread body would have to be drained first; closing is simpler and safe.
+            return answer(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
         }
         let upstream = shared.config.upstream(named: match.route.upstream)!
+        if hasBody, match.route.rewrite == nil, !match.route.validate.contains(where: \.readsBody), !upstream.isEcho {
+            startStreaming(head, match: match, upstream: upstream, headers: headers)
+        } else {
+            self.head = head
+            self.match = match
+            body.removeAll(keepingCapacity: true)
+            tooLarge = false
+        }
+    }
+
+    private func clientHeaders(_ head: HTTPRequestHead) -> HeaderList {
+        var headers = HeaderList(head.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
+        if !headers.contains("Host"), let authority = headers[":authority"] { headers.set("Host", authority) }
+        return headers
+    }
+
+    private func clientInfo(_ headers: HeaderList) -> ClientInfo {
+        ClientInfo(address: context.channel.remoteAddress?.ipAddress ?? "unknown", scheme: shared.scheme,
+                   requestID: ClientInfo.requestID(from: headers))
+    }
+
+    private func handleBuffered(_ head: HTTPRequestHead) {
+        guard let match else { return }
+        self.match = nil
+        if tooLarge {
+            return answer(Problem(status: 413, code: "body-too-large", title: "Request body too large",
+                                  detail: "the body exceeds limits.max_body_bytes (\(shared.config.limits.maxBodyBytes))", route: match.route.name),
+                          to: head, close: true)
+        }
+        var headers = clientHeaders(head)
+        let upstream = shared.config.upstream(named: match.route.upstream)!
         headers.remove("Content-Length")
+        headers.remove("Transfer-Encoding")
         if !body.isEmpty { headers.add("Content-Length", String(body.count)) }
-        let requestID = ClientInfo.requestID(from: headers)
-        let client = ClientInfo(address: context.channel.remoteAddress?.ipAddress ?? "unknown", scheme: shared.scheme, requestID: requestID)
+        let client = clientInfo(headers)
         let request: UpstreamRequest
         do {
-            request = try UpstreamRequest.build(method: method, target: head.uri, headers: headers, body: body, route: match.route,
-                                                upstream: upstream, captures: match.captures, client: client)
+            request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: headers, body: body,
+                                                route: match.route, upstream: upstream, captures: match.captures, client: client)
         } catch {
-            return answer(error, to: head, requestID: requestID)
+            return answer(error, to: head, requestID: client.requestID)
         }
         if upstream.isEcho {
-            var responseHeaders: HeaderList = ["Content-Type": "application/json", "X-Request-Id": requestID]
+            var responseHeaders: HeaderList = ["Content-Type": "application/json", "X-Request-Id": client.requestID]
             match.route.responseHeaders.apply(to: &responseHeaders)
             return answer(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
         }
-        call = Call(requestHead: head, request: request, route: match.route, upstream: upstream, requestID: requestID)
+        call = Call(requestHead: head, request: request, route: match.route, upstream: upstream, requestID: client.requestID)
         armTimer(match.route.timeout ?? Self.defaultTimeout)
         forward()
+    }
+
+    /// The body goes upstream as it arrives: the client's framing (length or
+    /// chunked) is kept, and reading pauses whenever the upstream cannot take more.
+    private func startStreaming(_ head: HTTPRequestHead, match: Router.Match, upstream: UpstreamConfig, headers: HeaderList) {
+        let client = clientInfo(headers)
+        var request: UpstreamRequest
+        do {
+            request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: headers, body: [],
+                                                route: match.route, upstream: upstream, captures: match.captures, client: client)
+        } catch {
+            return answer(error, to: head, requestID: client.requestID, close: true)
+        }
+        if !request.headers.contains("Content-Length") { request.headers.set("Transfer-Encoding", "chunked") }
+        streaming = Streaming()
+        call = Call(requestHead: head, request: request, route: match.route, upstream: upstream, requestID: client.requestID,
+                    replayed: true)
+        setClientReading(false)
+        armTimer(match.route.timeout ?? Self.defaultTimeout)
+        forward()
+    }
+
+    private func streamBody(_ buffer: ByteBuffer) {
+        guard var state = streaming else { return }
+        if state.connected, let connection = call?.connection {
+            connection.sendBody(buffer)
+            if !connection.channel.isWritable { setClientReading(false) }
+        } else if call != nil {
+            state.pending.append(buffer)
+            streaming = state
+        }
+    }
+
+    private func streamEnd() {
+        guard var state = streaming else { return }
+        state.ended = true
+        streaming = state
+        if state.connected, let connection = call?.connection {
+            connection.sendEnd()
+            streaming = nil
+        } else if call == nil {
+            // The call already ended (answered early or failed): nothing to send.
+            streaming = nil
+            setClientReading(true)
+        }
+    }
+
+    private func setClientReading(_ on: Bool) {
+        context.channel.setOption(ChannelOptions.autoRead, value: on).whenComplete { _ in }
+    }
+
+    func upstreamWritabilityChanged(_ writable: Bool) {
+        if writable, streaming?.connected == true { setClientReading(true) }
     }
 
     static let defaultTimeout = Duration.seconds(60)
@@ -140,7 +233,18 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             switch result {
             case .success(let connection):
                 self.call?.connection = connection
-                connection.send(call.request, delegate: self)
+                guard var state = streaming else { return connection.send(call.request, delegate: self) }
+                connection.sendHead(call.request, delegate: self)
+                for buffer in state.pending { connection.sendBody(buffer) }
+                state.pending = []
+                state.connected = true
+                if state.ended {
+                    connection.sendEnd()
+                    streaming = nil
+                } else {
+                    streaming = state
+                    if connection.channel.isWritable { setClientReading(true) }
+                }
             case .failure(let error):
                 let upstreamError = error as? UpstreamError ?? .connectFailure("\(error)")
                 upstreamFailed(upstreamError, responseStarted: false)
@@ -177,6 +281,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         guard let call else { return }
         self.call = nil
         timer?.cancel()
+        endStreaming()
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         finishExchange(keepAlive: call.requestHead.isKeepAlive, done: done)
     }
@@ -192,6 +297,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
         self.call = nil
         timer?.cancel()
+        endStreaming()
         if call.responseHeadSent {
             // The answer is cut short: never pretend it ended.
             context.close(promise: nil)
@@ -224,6 +330,16 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         context.fireChannelInactive()
     }
 
+    /// The call is over while the client may still be sending its body: keep
+    /// reading it (and drop it) so the connection's framing stays intact.
+    private func endStreaming() {
+        guard var state = streaming else { return }
+        state.pending = []
+        state.connected = false
+        streaming = state.ended ? nil : state
+        setClientReading(true)
+    }
+
     // MARK: Timers
 
     private func armTimer(_ duration: Duration) {
@@ -242,6 +358,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
         self.call = nil
         call.connection?.abandon()
+        endStreaming()
         if call.responseHeadSent {
             context.close(promise: nil)
         } else {

@@ -9,6 +9,8 @@ protocol UpstreamResponseDelegate: AnyObject {
     func upstreamEnd()
     /// `responseStarted`: whether any part of the answer had arrived.
     func upstreamFailed(_ error: UpstreamError, responseStarted: Bool)
+    /// The upstream socket can take more (or no more) of a streamed request body.
+    func upstreamWritabilityChanged(_ writable: Bool)
 }
 
 /// One keep-alive HTTP/1.1 connection to an upstream, owned by a pool on
@@ -22,6 +24,9 @@ final class UpstreamConnection {
     fileprivate var delegate: UpstreamResponseDelegate?
     fileprivate var responseStarted = false
     fileprivate var keepAlive = true
+    /// False while a streamed request body is still being sent: an answer that
+    /// ends before it leaves the connection's framing unfinished, never reusable.
+    private var requestComplete = true
     weak var pool: UpstreamPool?
 
     init(channel: Channel, upstream: String) {
@@ -31,19 +36,33 @@ final class UpstreamConnection {
 
     var isBusy: Bool { delegate != nil }
 
+    /// Sends the whole request (head, buffered body, end).
     func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
+        sendHead(request, delegate: delegate)
+        if let body = request.body, !body.isEmpty { sendBody(channel.allocator.buffer(bytes: body)) }
+        sendEnd()
+    }
+
+    /// Starts a request whose body follows part by part (`sendBody`, `sendEnd`).
+    func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
         self.delegate = delegate
         uses += 1
         responseStarted = false
+        requestComplete = false
         keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.headers.count)
         for field in request.headers { headers.add(name: field.name, value: field.value) }
         let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target, headers: headers)
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
-        if let body = request.body, !body.isEmpty {
-            channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(bytes: body))), promise: nil)
-        }
+    }
+
+    func sendBody(_ buffer: ByteBuffer) {
+        channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil)
+    }
+
+    func sendEnd() {
+        requestComplete = true
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
     }
 
@@ -56,7 +75,7 @@ final class UpstreamConnection {
 
     fileprivate func finish() {
         delegate = nil
-        if keepAlive, channel.isActive { pool?.release(self) } else { channel.close(promise: nil) }
+        if keepAlive, requestComplete, channel.isActive { pool?.release(self) } else { channel.close(promise: nil) }
     }
 }
 
@@ -85,6 +104,11 @@ final class UpstreamResponseHandler: ChannelInboundHandler {
             connection.finish()
             delegate.upstreamEnd()
         }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        connection.delegate?.upstreamWritabilityChanged(context.channel.isWritable)
+        context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
