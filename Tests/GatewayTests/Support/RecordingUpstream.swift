@@ -13,6 +13,8 @@ final class RecordingUpstream: @unchecked Sendable {
         var uri: String
         var headers: [(String, String)]
         var body: [UInt8]
+        /// Body bytes received (also counted when bodies are not kept).
+        var bodyCount = 0
         func header(_ name: String) -> [String] { headers.filter { $0.0.lowercased() == name.lowercased() }.map(\.1) }
     }
 
@@ -26,10 +28,14 @@ final class RecordingUpstream: @unchecked Sendable {
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let state = NIOLockedValueBox<(requests: [Request], connections: Int)>(([], 0))
     let script: @Sendable (Request) -> Reply
+    /// False: only count body bytes (for uploads larger than the test should hold).
+    let keepBodies: Bool
     private(set) var port = 0
     private var channel: Channel?
 
-    init(script: @escaping @Sendable (Request) -> Reply = { _ in .respond(status: 200, headers: [], body: Array("ok".utf8)) }) {
+    init(keepBodies: Bool = true,
+         script: @escaping @Sendable (Request) -> Reply = { _ in .respond(status: 200, headers: [], body: Array("ok".utf8)) }) {
+        self.keepBodies = keepBodies
         self.script = script
     }
 
@@ -39,11 +45,11 @@ final class RecordingUpstream: @unchecked Sendable {
     func start() async throws -> Int {
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { [state, script] channel in
+            .childChannelInitializer { [state, script, keepBodies] channel in
                 state.withLockedValue { $0.connections += 1 }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(Handler(state: state, script: script))
+                    try channel.pipeline.syncOperations.addHandler(Handler(state: state, script: script, keepBodies: keepBodies))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -62,19 +68,23 @@ final class RecordingUpstream: @unchecked Sendable {
         typealias OutboundOut = HTTPServerResponsePart
         let state: NIOLockedValueBox<(requests: [Request], connections: Int)>
         let script: @Sendable (Request) -> Reply
+        let keepBodies: Bool
         var current: Request?
 
-        init(state: NIOLockedValueBox<(requests: [Request], connections: Int)>, script: @escaping @Sendable (Request) -> Reply) {
+        init(state: NIOLockedValueBox<(requests: [Request], connections: Int)>, script: @escaping @Sendable (Request) -> Reply,
+             keepBodies: Bool) {
             self.state = state
             self.script = script
+            self.keepBodies = keepBodies
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch unwrapInboundIn(data) {
             case .head(let head):
                 current = Request(method: head.method.rawValue, uri: head.uri, headers: head.headers.map { ($0.name, $0.value) }, body: [])
-            case .body(var buffer):
-                current?.body += buffer.readBytes(length: buffer.readableBytes) ?? []
+            case .body(let buffer):
+                current?.bodyCount += buffer.readableBytes
+                if keepBodies { current?.body += buffer.readableBytesView }
             case .end:
                 guard let request = current else { return }
                 state.withLockedValue { $0.requests.append(request) }

@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+
+/// A large upload through the built binary must not grow its memory with the
+/// body's size: pass-through routes stream, with backpressure.
+@Suite struct StreamingMemoryTests {
+    static let uploadBytes = 256 << 20
+
+    @Test func largeUploadKeepsMemoryBounded() async throws {
+        let upstream = RecordingUpstream(keepBodies: false) { request in
+            .respond(status: 200, headers: [], body: Array("\(request.bodyCount)".utf8))
+        }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("stream-\(getpid()).yaml")
+        try """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {sink: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes: [{name: upload, upstream: sink}]
+            """.write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        let before = try gateway.residentBytes()
+        let upload = try runPeer("/bin/sh", ["-c",
+            "head -c \(Self.uploadBytes) /dev/zero | curl -s --max-time 120 -T - -H 'Content-Type: application/octet-stream' http://127.0.0.1:\(gateway.port)/upload"])
+        #expect(upload.text == "\(Self.uploadBytes)")
+        let peak = try gateway.peakResidentBytes()
+        #expect(peak - before < 16 << 20, "peak RSS \(peak >> 20) MiB vs \(before >> 20) MiB before a \(Self.uploadBytes >> 20) MiB upload")
+    }
+}
+
+/// The gatewayd binary run as a subprocess on a config; the port comes from
+/// its "listening on" line.
+final class SpawnedGateway {
+    let process = Process()
+    let port: Int
+
+    init(config: String) throws {
+        process.executableURL = URL(fileURLWithPath: ExplainCommandTests.binary)
+        process.arguments = ["run", "-c", config]
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        var collected = ""
+        var found: Int?
+        while found == nil {
+            let data = err.fileHandleForReading.availableData
+            if data.isEmpty { throw CocoaError(.fileReadUnknown) }
+            collected += String(decoding: data, as: UTF8.self)
+            if let line = collected.split(separator: "\n").first(where: { $0.contains("listening on") }),
+                let port = line.split(separator: ":").last.flatMap({ Int($0) })
+            {
+                found = port
+            }
+        }
+        port = found!
+    }
+
+    private func status(_ field: String) throws -> Int {
+        let text = try String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
+        let line = text.split(separator: "\n").first { $0.hasPrefix(field + ":") }!
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])! * 1024
+    }
+
+    func residentBytes() throws -> Int { try status("VmRSS") }
+    func peakResidentBytes() throws -> Int { try status("VmHWM") }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
