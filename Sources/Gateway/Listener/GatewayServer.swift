@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
@@ -10,10 +11,19 @@ public actor GatewayServer {
     private let config: GatewayConfig
     private let group: MultiThreadedEventLoopGroup
     private let pools: UpstreamPools
+    private let modifiers: [any RequestModifier]
+    private let logger: Logger
     private var channels: [Channel] = []
 
-    public init(config: GatewayConfig, threads: Int = System.coreCount) {
+    /// `modifiers` run, in order, on every upstream request after the config's
+    /// header rules. `logger` receives the access log (one line per call).
+    public init(
+        config: GatewayConfig, modifiers: [any RequestModifier] = [], logger: Logger = Logger(label: "gatewayd.access"),
+        threads: Int = System.coreCount
+    ) {
         self.config = config
+        self.modifiers = modifiers
+        self.logger = logger
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         self.pools = UpstreamPools(group: group, upstreams: config.upstreams)
     }
@@ -24,7 +34,8 @@ public actor GatewayServer {
         var addresses: [SocketAddress] = []
         for listener in config.listeners {
             if listener.tls != nil { throw UpstreamError.unsupported("TLS listeners are not built yet (\(listener.address))") }
-            let shared = ListenerContext(config: config, router: router, pools: pools, scheme: "http")
+            let shared = ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers,
+                                         accessLog: AccessLog(logger: logger), scheme: "http")
             let protocols = listener.protocols
             let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)

@@ -1,16 +1,21 @@
 /// What every connection of one listener shares: immutable config, the
-/// router built from it, and the per-loop upstream pools.
+/// router built from it, the per-loop upstream pools, the embedder's hooks.
 final class ListenerContext: Sendable {
     let config: GatewayConfig
     let router: Router
     let pools: UpstreamPools
+    let modifiers: [any RequestModifier]
+    let accessLog: AccessLog
     /// `http` or `https`: what X-Forwarded-Proto says.
     let scheme: String
 
-    init(config: GatewayConfig, router: Router, pools: UpstreamPools, scheme: String) {
+    init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier], accessLog: AccessLog,
+         scheme: String) {
         self.config = config
         self.router = router
         self.pools = pools
+        self.modifiers = modifiers
+        self.accessLog = accessLog
         self.scheme = scheme
     }
 }

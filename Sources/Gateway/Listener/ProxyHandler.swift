@@ -28,6 +28,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     private var call: Call?
     private var timer: Scheduled<Void>?
+    private var log = AccessLog.Entry()
 
     private struct Streaming {
         /// Body parts read before the upstream connection was ready.
@@ -69,6 +70,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         switch unwrapInboundIn(data) {
         case .head(let head):
             timer?.cancel()
+            log = AccessLog.Entry(method: head.method.rawValue, target: head.uri)
             received(head)
         case .body(let buffer):
             if streaming != nil {
@@ -114,6 +116,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             return answer(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
         }
         let upstream = shared.config.upstream(named: match.route.upstream)!
+        log.route = match.route.name
         if hasBody, match.route.rewrite == nil, !match.route.validate.contains(where: \.readsBody), !upstream.isEcho {
             startStreaming(head, match: match, upstream: upstream, headers: headers)
         } else {
@@ -131,8 +134,39 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     private func clientInfo(_ headers: HeaderList) -> ClientInfo {
-        ClientInfo(address: context.channel.remoteAddress?.ipAddress ?? "unknown", scheme: shared.scheme,
-                   requestID: ClientInfo.requestID(from: headers))
+        let client = ClientInfo(address: context.channel.remoteAddress?.ipAddress ?? "unknown", scheme: shared.scheme,
+                                requestID: ClientInfo.requestID(from: headers))
+        log.requestID = client.requestID
+        return client
+    }
+
+    /// Runs the embedder's hooks (an async hop, taken only when there are
+    /// hooks), then `proceed` on this event loop with the modified request.
+    private func modify(
+        _ request: UpstreamRequest, route: RouteConfig, client: ClientInfo, head: HTTPRequestHead,
+        proceed: @escaping (UpstreamRequest) -> Void
+    ) {
+        guard !shared.modifiers.isEmpty else { return proceed(request) }
+        let modifiers = shared.modifiers
+        let hookContext = ModifierContext(route: route.name, upstream: route.upstream, client: client)
+        let promise = context.eventLoop.makePromise(of: UpstreamRequest.self)
+        promise.completeWithTask {
+            var request = request
+            for modifier in modifiers { try await modifier.modify(&request, context: hookContext) }
+            return request
+        }
+        promise.futureResult.whenComplete { [self] result in
+            switch result {
+            case .success(let modified):
+                proceed(modified)
+            case .failure(let error):
+                call = nil
+                endStreaming()
+                let problem = error as? Problem
+                    ?? Problem(status: 500, code: "modifier-failed", title: "A request modifier failed", detail: "\(error)", route: route.name)
+                answer(problem, to: head, requestID: client.requestID, close: streaming != nil)
+            }
+        }
     }
 
     private func handleBuffered(_ head: HTTPRequestHead) {
@@ -163,7 +197,18 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
         call = Call(requestHead: head, request: request, route: match.route, upstream: upstream, requestID: client.requestID)
         armTimer(match.route.timeout ?? Self.defaultTimeout)
-        forward()
+        modify(request, route: match.route, client: client, head: head) { [self] modified in
+            var modified = modified
+            // Content-Length stays true to the bytes sent, whatever a hook did to the body.
+            if let body = modified.body, !body.isEmpty {
+                modified.headers.set("Content-Length", String(body.count))
+            } else {
+                modified.body = nil
+                modified.headers.remove("Content-Length")
+            }
+            call?.request = modified
+            forward()
+        }
     }
 
     /// The body goes upstream as it arrives: the client's framing (length or
@@ -183,7 +228,10 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
                     replayed: true)
         setClientReading(false)
         armTimer(match.route.timeout ?? Self.defaultTimeout)
-        forward()
+        modify(request, route: match.route, client: client, head: head) { [self] modified in
+            call?.request = modified
+            forward()
+        }
     }
 
     private func streamBody(_ buffer: ByteBuffer) {
@@ -267,12 +315,14 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         if !call.requestHead.isKeepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         call.responseHeadSent = true
         self.call = call
+        log.upstreamStatus = Int(upstreamHead.status.code)
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: call.requestHead.version, status: upstreamHead.status,
                                                               headers: nioHeaders))), promise: nil)
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {
         guard call != nil else { return }
+        log.bytes += buffer.readableBytes
         context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         if !context.channel.isWritable { call?.connection?.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in } }
     }
@@ -282,6 +332,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         self.call = nil
         timer?.cancel()
         endStreaming()
+        shared.accessLog.record(log, status: log.upstreamStatus ?? 0, outcome: "ok")
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         finishExchange(keepAlive: call.requestHead.isKeepAlive, done: done)
     }
@@ -300,6 +351,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         endStreaming()
         if call.responseHeadSent {
             // The answer is cut short: never pretend it ended.
+            shared.accessLog.record(log, status: log.upstreamStatus ?? 0, outcome: "cut-short-\(error.name)")
             context.close(promise: nil)
             return
         }
@@ -360,6 +412,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         call.connection?.abandon()
         endStreaming()
         if call.responseHeadSent {
+            shared.accessLog.record(log, status: log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
             context.close(promise: nil)
         } else {
             answer(Problem(status: 504, code: "deadline", title: "Upstream took too long",
@@ -371,6 +424,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     // MARK: Answers of our own
 
     private func answer(_ problem: Problem, to head: HTTPRequestHead, requestID: String? = nil, close: Bool = false) {
+        log.route = problem.route ?? log.route
         var headers: HeaderList = ["Content-Type": Problem.contentType]
         if let requestID { headers.add("X-Request-Id", requestID) }
         answer(status: problem.status, headers: headers, body: problem.json, to: head, close: close)
@@ -382,6 +436,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         let keepAlive = head.isKeepAlive && !close
         if !keepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         let responseHead = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: nioHeaders)
+        log.bytes = body.count
+        shared.accessLog.record(log, status: status, outcome: status < 400 ? "ok" : "gateway")
         context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
         if head.method != .HEAD {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)

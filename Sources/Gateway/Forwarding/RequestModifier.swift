@@ -1,0 +1,18 @@
+import Rewriter
+
+/// A hook for programs that embed the gateway: runs after the declarative
+/// header rules and may change anything of the upstream request (method,
+/// target, headers, body). Throwing a `Problem` answers the client with it;
+/// any other error answers 500. Hooks run in order, only on routes' calls
+/// that reach an upstream (not on the gateway's own answers). For a streamed
+/// pass-through request `body` is nil: its bytes are still on their way.
+public protocol RequestModifier: Sendable {
+    func modify(_ request: inout UpstreamRequest, context: ModifierContext) async throws
+}
+
+/// What a modifier may want to know about the call.
+public struct ModifierContext: Sendable {
+    public var route: String
+    public var upstream: String
+    public var client: ClientInfo
+}

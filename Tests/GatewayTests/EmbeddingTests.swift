@@ -1,0 +1,97 @@
+import Logging
+import NIOConcurrencyHelpers
+import Rewriter
+import Testing
+@testable import Gateway
+
+/// The gateway started from Swift code with a config, request modifiers and
+/// a logger of the embedder's.
+@Suite struct EmbeddingTests {
+    struct SignRequests: RequestModifier {
+        func modify(_ request: inout UpstreamRequest, context: ModifierContext) async throws {
+            if request.target.contains("forbidden") {
+                throw Problem(status: 403, code: "forbidden", title: "Not for you", detail: "the signer refused", route: context.route)
+            }
+            request.method = "PATCH"
+            request.target += request.target.contains("?") ? "&signed=1" : "?signed=1"
+            request.headers.set("X-Signature", "sig-\(context.client.requestID)")
+            request.headers.remove("X-Injected")
+            if request.body != nil { request.body = Array("replaced".utf8) }
+        }
+    }
+
+    struct Broken: RequestModifier {
+        struct Oops: Error {}
+        func modify(_ request: inout UpstreamRequest, context: ModifierContext) async throws {
+            if request.target.contains("broken") { throw Oops() }
+        }
+    }
+
+    @Test func modifiersRunAfterHeaderRulesAndCanFailTheCall() async throws {
+        let upstream = RecordingUpstream()
+        let port = try await upstream.start()
+        let config = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {legacy: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - {name: json, upstream: legacy, match: {prefix: /json}, rewrite: {encoding: json}, headers: {set: {X-Injected: "1"}}}
+              - {name: api, upstream: legacy, headers: {set: {X-Injected: "1"}}}
+            """).config
+        let lines = LogLines()
+        let server = GatewayServer(config: config, modifiers: [Broken(), SignRequests()],
+                                   logger: Logger(label: "test") { _ in lines }, threads: 1)
+        let gatewayPort = try await server.start()[0].port!
+        defer { Task { try await server.shutdown(); await upstream.stop() } }
+        let base = "http://127.0.0.1:\(gatewayPort)"
+
+        let ok = try curl(["-i", "\(base)/items?a=1", "-H", "X-Request-Id: r-1"]).text
+        #expect(ok.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        let rewritten = try curl(["\(base)/json", "-H", "Content-Type: application/json", "-d", #"{"a":1}"#])
+        #expect(rewritten.text == "ok")
+        let forbidden = try curl(["-i", "\(base)/forbidden"]).text
+        #expect(forbidden.hasPrefix("HTTP/1.1 403 Forbidden\r\n"))
+        #expect(forbidden.contains(#""detail":"the signer refused","route":"api"}"#))
+        let broken = try curl(["-i", "\(base)/broken"]).text
+        #expect(broken.hasPrefix("HTTP/1.1 500 Internal Server Error\r\n"))
+        #expect(broken.contains(#""type":"urn:gatewayd:problem:modifier-failed""#))
+
+        let requests = upstream.requests
+        #expect(requests.count == 2)
+        #expect(requests[0].method == "PATCH")
+        #expect(requests[0].uri == "/items?a=1&signed=1")
+        #expect(requests[0].header("X-Signature") == ["sig-r-1"])
+        #expect(requests[0].header("X-Injected").isEmpty)
+        #expect(requests[1].body == Array("replaced".utf8))
+        #expect(requests[1].header("Content-Length") == ["8"])
+
+        let access = lines.entries
+        #expect(access.count == 4)
+        let first = try #require(access.first)
+        #expect(first["route"] == "api")
+        #expect(first["method"] == "GET")
+        #expect(first["target"] == "/items?a=1")
+        #expect(first["status"] == "200")
+        #expect(first["upstream_status"] == "200")
+        #expect(first["bytes"] == "2")
+        #expect(first["request_id"] == "r-1")
+        #expect(access.map { $0["status"] } == ["200", "200", "403", "500"])
+    }
+}
+
+/// A LogHandler that keeps each line's metadata as strings.
+final class LogLines: LogHandler, @unchecked Sendable {
+    private let lines = NIOLockedValueBox<[[String: String]]>([])
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .info
+    var entries: [[String: String]] { lines.withLockedValue { $0 } }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let values = (event.metadata ?? [:]).mapValues { "\($0)" }
+        lines.withLockedValue { $0.append(values) }
+    }
+}
