@@ -6,9 +6,12 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ConfigOption
 
+    @Option(help: "Event loops (threads) serving calls; on a few shared cores one loop may beat two. Default: one per core.")
+    var eventLoops: Int?
+
     func run() async throws {
         let config = try options.load().config
-        let server = GatewayServer(config: config)
+        let server = eventLoops.map { GatewayServer(config: config, threads: max(1, $0)) } ?? GatewayServer(config: config)
         let addresses = try await server.start()
         for address in addresses { printError("gatewayd \(GatewayVersion.current) listening on http://\(address.ipAddress ?? "?"):\(address.port ?? 0)") }
         try await server.wait()

@@ -62,7 +62,7 @@ public struct LoadedConfig: Sendable {
 
 extension ConfigReader {
     func readConfig(_ root: Node) -> GatewayConfig? {
-        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "routes"]) else { return nil }
+        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "routes", "logging"]) else { return nil }
         defer { fields.finish() }
         var config = GatewayConfig(listeners: [])
 
@@ -74,6 +74,11 @@ extension ConfigReader {
         }
         if let node = fields.take("admin") { config.admin = readAdmin(node, "admin") }
         if let node = fields.take("limits") { config.limits = readLimits(node, "limits") }
+        if let node = fields.take("logging"), let logging = mapping(node, "logging", known: ["access_log", "level"]) {
+            defer { logging.finish() }
+            if let n = logging.take("access_log"), let v = bool(n, "logging.access_log") { config.logging.accessLog = v }
+            if let n = logging.take("level"), let v = oneOf(n, "logging.level", LoggingConfig.Level.self) { config.logging.level = v }
+        }
         if let node = fields.take("upstreams") { config.upstreams = readUpstreams(node, "upstreams") }
         if let node = fields.take("routes"), let items = sequence(node, "routes") {
             config.routes = items.enumerated().compactMap { readRoute($1, "routes[\($0)]", config: config) }

@@ -9,20 +9,33 @@ public struct GatewayConfig: Sendable {
     /// Declared upstreams in file order; `echo` is built in and never listed.
     public var upstreams: [UpstreamConfig]
     public var routes: [RouteConfig]
+    public var logging: LoggingConfig
 
     public init(
         listeners: [ListenerConfig], admin: AdminConfig? = nil, limits: Limits = Limits(),
-        upstreams: [UpstreamConfig] = [], routes: [RouteConfig] = []
+        upstreams: [UpstreamConfig] = [], routes: [RouteConfig] = [], logging: LoggingConfig = LoggingConfig()
     ) {
         self.listeners = listeners
         self.admin = admin
         self.limits = limits
         self.upstreams = upstreams
         self.routes = routes
+        self.logging = logging
     }
 
     public func upstream(named name: String) -> UpstreamConfig? {
         name == UpstreamConfig.echoName ? .echo : upstreams.first { $0.name == name }
+    }
+}
+
+public struct LoggingConfig: Sendable, Hashable {
+    public enum Level: String, Sendable, CaseIterable { case trace, debug, info, notice, warning, error, critical }
+    /// One line per call (route, status, bytes, duration, request id).
+    public var accessLog: Bool
+    public var level: Level
+    public init(accessLog: Bool = true, level: Level = .info) {
+        self.accessLog = accessLog
+        self.level = level
     }
 }
 

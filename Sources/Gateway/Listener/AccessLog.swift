@@ -5,6 +5,7 @@ import NIOCore
 /// status, response bytes, duration, request id.
 struct AccessLog: Sendable {
     let logger: Logger
+    let enabled: Bool
 
     struct Entry {
         var start = NIODeadline.now()
@@ -17,6 +18,7 @@ struct AccessLog: Sendable {
     }
 
     func record(_ entry: Entry, status: Int, outcome: String) {
+        guard enabled else { return }
         logger.info("access", metadata: [
             "route": .string(entry.route),
             "method": .string(entry.method),

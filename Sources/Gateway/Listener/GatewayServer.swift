@@ -23,6 +23,8 @@ public actor GatewayServer {
     ) {
         self.config = config
         self.modifiers = modifiers
+        var logger = logger
+        logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
         self.logger = logger
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         self.pools = UpstreamPools(group: group, upstreams: config.upstreams)
@@ -35,7 +37,8 @@ public actor GatewayServer {
         for listener in config.listeners {
             if listener.tls != nil { throw UpstreamError.unsupported("TLS listeners are not built yet (\(listener.address))") }
             let shared = ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers,
-                                         accessLog: AccessLog(logger: logger), scheme: "http")
+                                         accessLog: AccessLog(logger: logger, enabled: config.logging.accessLog),
+                                         scheme: "http")
             let protocols = listener.protocols
             let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)

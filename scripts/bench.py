@@ -1,0 +1,190 @@
+"""Driver for scripts/bench: starts the upstream and every proxy, runs wrk
+(HTTP/1.1 keep-alive) and h2load (h2c prior knowledge) against each in
+interleaved rounds, and prints medians with ratios taken within the run."""
+import os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+
+GATEWAYD = sys.argv[1]
+SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+LOOPS = os.environ.get("BENCH_GATEWAYD_LOOPS", "1")
+HZ = os.sysconf("SC_CLK_TCK")
+work = tempfile.mkdtemp(prefix="gatewayd-bench-")
+procs = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(name, argv):
+    log = open(os.path.join(work, name + ".log"), "w")
+    p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    procs.append(p)
+    return p
+
+
+def wait_port(port, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listening on 127.0.0.1:{port}; logs in {work}")
+
+
+def stop_all():
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+def session_pids(p):
+    """The process and its children (nginx and nghttpx fork workers)."""
+    out = subprocess.run(["ps", "-o", "pid=", "-g", str(p.pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()] or [p.pid]
+
+
+def cpu_ticks(p):
+    total = 0
+    for pid in session_pids(p):
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def rss_mib(p):
+    total = 0
+    for pid in session_pids(p):
+        try:
+            for line in open(f"/proc/{pid}/status"):
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return total / 1024
+
+
+def write(name, text):
+    path = os.path.join(work, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+upstream_port, upstream_h2_port = free_port(), free_port()
+ports = {name: free_port() for name in ["nginx", "haproxy", "nghttpx", "gatewayd"]}
+
+nginx_common = f"""worker_processes 1; daemon off; pid {work}/%s.pid; error_log {work}/%s.err warn;
+events {{ worker_connections 4096; }}
+http {{ access_log off; keepalive_requests 1000000; client_body_temp_path {work}; proxy_temp_path {work};
+fastcgi_temp_path {work}; uwsgi_temp_path {work}; scgi_temp_path {work};
+"""
+upstream_conf = write("upstream.conf", nginx_common % ("upstream", "upstream") + f"""
+server {{ listen 127.0.0.1:{upstream_port}; location / {{ return 200 "hello world\\n"; }} }}
+server {{ listen 127.0.0.1:{upstream_h2_port} http2; location / {{ return 200 "hello world\\n"; }} }}
+}}""")
+proxy_conf = write("nginx.conf", nginx_common % ("nginx", "nginx") + f"""
+upstream up {{ server 127.0.0.1:{upstream_port}; keepalive 64; }}
+server {{ listen 127.0.0.1:{ports['nginx']};
+  location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection "";
+               proxy_set_header X-Injected 1; }} }}
+}}""")
+haproxy_conf = write("haproxy.cfg", f"""global
+  nbthread 1
+  maxconn 10000
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:{ports['haproxy']}
+  http-request set-header X-Injected 1
+  default_backend be
+backend be
+  server up 127.0.0.1:{upstream_port}
+""")
+gateway_conf = write("gatewayd.yaml", f"""listeners: [{{address: 127.0.0.1:{ports['gatewayd']}, protocols: [http1, h2c]}}]
+logging: {{access_log: false}}
+upstreams: {{up: {{url: "http://127.0.0.1:{upstream_port}", max_connections: 128}}}}
+routes: [{{name: pass, upstream: up, headers: {{set: {{X-Injected: "1"}}}}}}]
+""")
+
+try:
+    upstream = start("upstream", ["nginx", "-c", upstream_conf, "-p", work])
+    servers = {
+        "nginx": start("nginx", ["nginx", "-c", proxy_conf, "-p", work]),
+        "haproxy": start("haproxy", ["haproxy", "-db", "-f", haproxy_conf]),
+        "nghttpx": start("nghttpx", ["nghttpx", "--workers=1", f"--frontend=127.0.0.1,{ports['nghttpx']};no-tls",
+                                     f"--backend=127.0.0.1,{upstream_port};;proto=http/1.1", "--add-request-header=X-Injected: 1",
+                                     "--no-via", "--no-location-rewrite", "--errorlog-file=/dev/null", "--accesslog-file=/dev/null",
+                                     "--backend-keep-alive-timeout=30s", "--conf=/dev/null"]),
+        "gatewayd": start("gatewayd", [GATEWAYD, "run", "-c", gateway_conf, "--event-loops", LOOPS]),
+    }
+    for port in [upstream_port, upstream_h2_port, *ports.values()]:
+        wait_port(port)
+    time.sleep(0.5)
+    idle_rss = {name: rss_mib(p) for name, p in servers.items()}
+
+    def run_h1(port):
+        out = subprocess.run(["wrk", "-t1", "-c64", f"-d{SECONDS}s", "--latency", f"http://127.0.0.1:{port}/"],
+                             capture_output=True, text=True).stdout
+        rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+        total = int(re.search(r"(\d+) requests in", out).group(1))
+        errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+
+        def pct(label):
+            m = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)", out, re.M)
+            return float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[m.group(2)]
+        return rps, total, pct("50"), pct("99"), int(errors.group(1)) if errors else 0
+
+    def run_h2(port):
+        log = os.path.join(work, "h2load.log")
+        out = subprocess.run(["h2load", "-c16", "-m10", "-D", str(SECONDS), f"--log-file={log}", f"http://127.0.0.1:{port}/"],
+                             capture_output=True, text=True).stdout
+        rps = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out).group(1))
+        done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
+        durations = sorted(int(line.split()[2]) for line in open(log) if line.strip())
+        p = lambda q: durations[min(len(durations) - 1, int(q * len(durations)))] / 1000
+        return rps, int(done.group(1)), p(0.5), p(0.99), int(done.group(1)) - int(done.group(2))
+
+    suites = [
+        ("HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports}),
+        ("h2c (h2load -c16 -m10)", run_h2, {"direct": upstream_h2_port, **{k: v for k, v in ports.items() if k != "nginx"}}),
+    ]
+    for title, runner, targets in suites:
+        results = {name: [] for name in targets}
+        for _ in range(ROUNDS):
+            for name, port in targets.items():
+                proc = upstream if name == "direct" else servers[name]
+                before = cpu_ticks(proc)
+                rps, total, p50, p99, failed = runner(port)
+                cpu_us = (cpu_ticks(proc) - before) / HZ * 1e6 / max(total, 1)
+                results[name].append((rps, p50, p99, cpu_us, failed))
+        med = {name: [statistics.median(r[i] for r in rows) for i in range(5)] for name, rows in results.items()}
+        print(f"\n{title}: medians of {ROUNDS} interleaved rounds of {SECONDS}s; CPU is the proxy's own per request")
+        print("| target | req/s | p50 ms | p99 ms | CPU µs/req | RSS MiB idle / after | ÷ direct | ÷ nginx | ÷ HAProxy | failed |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for name, (rps, p50, p99, cpu, failed) in med.items():
+            ratio = lambda ref: f"{rps / med[ref][0]:.2f}" if ref in med else "—"
+            rss = "—" if name == "direct" else f"{idle_rss[name]:.0f} / {rss_mib(servers[name]):.0f}"
+            print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rss} | {ratio('direct')} | {ratio('nginx')} | "
+                  f"{ratio('haproxy')} | {failed:.0f} |")
+finally:
+    stop_all()
+    shutil.rmtree(work, ignore_errors=True)
