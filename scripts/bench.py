@@ -105,7 +105,7 @@ server {{ listen 127.0.0.1:{ports['nginx']};
 }}""")
 haproxy_conf = write("haproxy.cfg", f"""global
   nbthread 1
-  maxconn 10000
+  maxconn 4096
 defaults
   mode http
   timeout connect 5s
@@ -185,6 +185,10 @@ try:
             rss = "—" if name == "direct" else f"{idle_rss[name]:.0f} / {rss_mib(servers[name]):.0f}"
             print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rss} | {ratio('direct')} | {ratio('nginx')} | "
                   f"{ratio('haproxy')} | {failed:.0f} |")
-finally:
+except BaseException:
+    stop_all()
+    print(f"logs kept in {work}", file=sys.stderr)
+    raise
+else:
     stop_all()
     shutil.rmtree(work, ignore_errors=True)

@@ -51,16 +51,16 @@ struct ExplainCommand: ParsableCommand {
         if !headerList.contains("Host") { headerList.add("Host", config.listeners.first?.address.description ?? "localhost") }
 
         let path = String(target.prefix { $0 != "?" })
-        let router = Router(routes: config.routes)
+        let router = Router(config: config)
         guard let match = router.match(method: method, path: path, host: headerList["Host"], headers: headerList) else {
             return try fail(with: .noRoute(method: method, path: path))
         }
-        let upstream = config.upstream(named: match.route.upstream)!
+        let upstream = match.route.upstream
         let description = upstream.isEcho ? "built-in echo" : upstream.url!.description
-        write("# route \(match.route.name) (routes[\(match.index)]) -> upstream \(upstream.name) (\(description))\n")
+        write("# route \(match.route.config.name) (routes[\(match.index)]) -> upstream \(upstream.name) (\(description))\n")
         do {
             let request = try UpstreamRequest.build(
-                method: method, target: target, headers: headerList, body: body, route: match.route, upstream: upstream,
+                method: method, target: target, headers: headerList, body: body, route: match.route.config, upstream: upstream,
                 captures: match.captures)
             write(request.wireFormat)
         } catch {

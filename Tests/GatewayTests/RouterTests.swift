@@ -14,11 +14,11 @@ import Testing
               - {name: prefix, upstream: echo, match: {prefix: /api/}}
               - {name: fallback, upstream: echo}
             """
-        return Router(routes: try! ConfigLoader.load(yaml: yaml).config.routes)
+        return Router(config: try! ConfigLoader.load(yaml: yaml).config)
     }()
 
     func route(_ method: String, _ path: String, host: String? = "localhost", headers: HeaderList = [:]) -> String? {
-        Self.router.match(method: method, path: path, host: host, headers: headers)?.route.name
+        Self.router.match(method: method, path: path, host: host, headers: headers)?.route.config.name
     }
 
     @Test func firstMatchWins() {
@@ -36,7 +36,7 @@ import Testing
 
     @Test func capturesArePercentDecodedOnce() throws {
         let match = try #require(Self.router.match(method: "GET", path: "/users/a%2Fb%2541/posts/%C3%A9", host: nil, headers: [:]))
-        #expect(match.route.name == "pattern")
+        #expect(match.route.config.name == "pattern")
         #expect(match.captures.map(\.name) == ["id", "post"])
         #expect(match.captures.map(\.value) == ["a/b%41", "é"])
         #expect(route("GET", "/users//posts/1") == "fallback")

@@ -29,19 +29,32 @@ public struct ClientInfo: Sendable, Hashable {
     }
 
     /// The client's own X-Request-Id when it sent a sane one, else 32 random hex digits.
-    public static func requestID(from headers: HeaderList) -> String {
+    public static func requestID(from headers: HeaderList, random: inout some RandomNumberGenerator) -> String {
         if let given = headers["X-Request-Id"], !given.isEmpty, given.utf8.count <= 128,
             given.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
         {
             return given
         }
-        var generator = SystemRandomNumberGenerator()
-        let high = generator.next(), low = generator.next()
+        let high = random.next(), low = random.next()
         return hex(high) + hex(low)
     }
 
     private static func hex(_ value: UInt64) -> String {
         let digits = String(value, radix: 16)
         return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
+
+/// A small fast generator for request ids: seeded once from the system's
+/// source, then no syscall per call. Not for secrets.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

@@ -32,7 +32,7 @@ public actor GatewayServer {
 
     /// Binds all listeners; returns their bound addresses (port 0 resolved).
     public func start() async throws -> [SocketAddress] {
-        let router = Router(routes: config.routes)
+        let router = Router(config: config)
         var addresses: [SocketAddress] = []
         for listener in config.listeners {
             if listener.tls != nil { throw UpstreamError.unsupported("TLS listeners are not built yet (\(listener.address))") }

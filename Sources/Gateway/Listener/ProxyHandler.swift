@@ -28,6 +28,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     private var call: Call?
     private var timer: Scheduled<Void>?
+    private var scheduledFor: NIODeadline?
+    /// When the current wait (for a head, between requests, for an answer) ends.
+    private var deadline: NIODeadline?
+    /// Request ids come from this, seeded once per connection (not a syscall per call).
+    private var random = SplitMix64(seed: UInt64.random(in: .min ... .max))
     private var log = AccessLog.Entry()
 
     private struct Streaming {
@@ -41,8 +46,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     private struct Call {
         var requestHead: HTTPRequestHead
         var request: UpstreamRequest
-        var route: RouteConfig
-        var upstream: UpstreamConfig
+        var route: Route
         var requestID: String
         var connection: UpstreamConnection?
         var responseHeadSent = false
@@ -62,14 +66,14 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        armTimer(shared.config.limits.headerTimeout)
+        setDeadline(shared.config.limits.headerTimeout)
         context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            timer?.cancel()
+            clearDeadline()
             log = AccessLog.Entry(method: head.method.rawValue, target: head.uri)
             received(head)
         case .body(let buffer):
@@ -115,10 +119,9 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             // An unread body would have to be drained first; closing is simpler and safe.
             return answer(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
         }
-        let upstream = shared.config.upstream(named: match.route.upstream)!
-        log.route = match.route.name
-        if hasBody, match.route.rewrite == nil, !match.route.validate.contains(where: \.readsBody), !upstream.isEcho {
-            startStreaming(head, match: match, upstream: upstream, headers: headers)
+        log.route = match.route.config.name
+        if hasBody, match.route.streamsBody {
+            startStreaming(head, match: match, headers: headers)
         } else {
             self.head = head
             self.match = match
@@ -135,7 +138,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     private func clientInfo(_ headers: HeaderList) -> ClientInfo {
         let client = ClientInfo(address: context.channel.remoteAddress?.ipAddress ?? "unknown", scheme: shared.scheme,
-                                requestID: ClientInfo.requestID(from: headers))
+                                requestID: ClientInfo.requestID(from: headers, random: &random))
         log.requestID = client.requestID
         return client
     }
@@ -143,12 +146,12 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     /// Runs the embedder's hooks (an async hop, taken only when there are
     /// hooks), then `proceed` on this event loop with the modified request.
     private func modify(
-        _ request: UpstreamRequest, route: RouteConfig, client: ClientInfo, head: HTTPRequestHead,
+        _ request: UpstreamRequest, route: Route, client: ClientInfo, head: HTTPRequestHead,
         proceed: @escaping (UpstreamRequest) -> Void
     ) {
         guard !shared.modifiers.isEmpty else { return proceed(request) }
         let modifiers = shared.modifiers
-        let hookContext = ModifierContext(route: route.name, upstream: route.upstream, client: client)
+        let hookContext = ModifierContext(route: route.config.name, upstream: route.upstream.name, client: client)
         let promise = context.eventLoop.makePromise(of: UpstreamRequest.self)
         promise.completeWithTask {
             var request = request
@@ -163,7 +166,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
                 call = nil
                 endStreaming()
                 let problem = error as? Problem
-                    ?? Problem(status: 500, code: "modifier-failed", title: "A request modifier failed", detail: "\(error)", route: route.name)
+                    ?? Problem(status: 500, code: "modifier-failed", title: "A request modifier failed", detail: "\(error)", route: route.config.name)
                 answer(problem, to: head, requestID: client.requestID, close: streaming != nil)
             }
         }
@@ -174,11 +177,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         self.match = nil
         if tooLarge {
             return answer(Problem(status: 413, code: "body-too-large", title: "Request body too large",
-                                  detail: "the body exceeds limits.max_body_bytes (\(shared.config.limits.maxBodyBytes))", route: match.route.name),
+                                  detail: "the body exceeds limits.max_body_bytes (\(shared.config.limits.maxBodyBytes))", route: match.route.config.name),
                           to: head, close: true)
         }
         var headers = clientHeaders(head)
-        let upstream = shared.config.upstream(named: match.route.upstream)!
+        let route = match.route, upstream = route.upstream
         headers.remove("Content-Length")
         headers.remove("Transfer-Encoding")
         if !body.isEmpty { headers.add("Content-Length", String(body.count)) }
@@ -186,18 +189,18 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         let request: UpstreamRequest
         do {
             request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: headers, body: body,
-                                                route: match.route, upstream: upstream, captures: match.captures, client: client)
+                                                route: route.config, upstream: upstream, captures: match.captures, client: client)
         } catch {
             return answer(error, to: head, requestID: client.requestID)
         }
         if upstream.isEcho {
             var responseHeaders: HeaderList = ["Content-Type": "application/json", "X-Request-Id": client.requestID]
-            match.route.responseHeaders.apply(to: &responseHeaders)
+            route.config.responseHeaders.apply(to: &responseHeaders)
             return answer(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
         }
-        call = Call(requestHead: head, request: request, route: match.route, upstream: upstream, requestID: client.requestID)
-        armTimer(match.route.timeout ?? Self.defaultTimeout)
-        modify(request, route: match.route, client: client, head: head) { [self] modified in
+        call = Call(requestHead: head, request: request, route: route, requestID: client.requestID)
+        setDeadline(route.config.timeout ?? Self.defaultTimeout)
+        modify(request, route: route, client: client, head: head) { [self] modified in
             var modified = modified
             // Content-Length stays true to the bytes sent, whatever a hook did to the body.
             if let body = modified.body, !body.isEmpty {
@@ -213,22 +216,22 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     /// The body goes upstream as it arrives: the client's framing (length or
     /// chunked) is kept, and reading pauses whenever the upstream cannot take more.
-    private func startStreaming(_ head: HTTPRequestHead, match: Router.Match, upstream: UpstreamConfig, headers: HeaderList) {
+    private func startStreaming(_ head: HTTPRequestHead, match: Router.Match, headers: HeaderList) {
         let client = clientInfo(headers)
+        let route = match.route
         var request: UpstreamRequest
         do {
             request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: headers, body: [],
-                                                route: match.route, upstream: upstream, captures: match.captures, client: client)
+                                                route: route.config, upstream: route.upstream, captures: match.captures, client: client)
         } catch {
             return answer(error, to: head, requestID: client.requestID, close: true)
         }
         if !request.headers.contains("Content-Length") { request.headers.set("Transfer-Encoding", "chunked") }
         streaming = Streaming()
-        call = Call(requestHead: head, request: request, route: match.route, upstream: upstream, requestID: client.requestID,
-                    replayed: true)
+        call = Call(requestHead: head, request: request, route: route, requestID: client.requestID, replayed: true)
         setClientReading(false)
-        armTimer(match.route.timeout ?? Self.defaultTimeout)
-        modify(request, route: match.route, client: client, head: head) { [self] modified in
+        setDeadline(route.config.timeout ?? Self.defaultTimeout)
+        modify(request, route: route, client: client, head: head) { [self] modified in
             call?.request = modified
             forward()
         }
@@ -272,7 +275,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     private func forward() {
         guard let call else { return }
         let pool = shared.pools.pool(for: context.eventLoop)
-        pool.acquire(call.upstream).whenComplete { [self] result in
+        pool.acquire(call.route.upstream).whenComplete { [self] result in
             guard self.call != nil else {
                 // The call ended (deadline, client gone) while we waited.
                 if case .success(let connection) = result { pool.release(connection) }
@@ -310,7 +313,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         })
         headers.removeAll { UpstreamRequest.hopByHop.contains($0.name.lowercased()) || named.contains($0.name.lowercased()) }
         headers.set("X-Request-Id", call.requestID)
-        call.route.responseHeaders.apply(to: &headers)
+        call.route.config.responseHeaders.apply(to: &headers)
         var nioHeaders = HTTPHeaders(headers.map { ($0.name, $0.value) })
         if !call.requestHead.isKeepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         call.responseHeadSent = true
@@ -330,7 +333,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     func upstreamEnd() {
         guard let call else { return }
         self.call = nil
-        timer?.cancel()
+        clearDeadline()
         endStreaming()
         shared.accessLog.record(log, status: log.upstreamStatus ?? 0, outcome: "ok")
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
@@ -347,7 +350,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             return forward()
         }
         self.call = nil
-        timer?.cancel()
+        clearDeadline()
         endStreaming()
         if call.responseHeadSent {
             // The answer is cut short: never pretend it ended.
@@ -356,7 +359,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             return
         }
         let problem = Problem(status: 502, code: "upstream-\(error.name)", title: "Upstream failed",
-                              detail: "upstream \(call.upstream.name): \(error.detail)", route: call.route.name)
+                              detail: "upstream \(call.route.upstream.name): \(error.detail)", route: call.route.config.name)
         answer(problem, to: call.requestHead, requestID: call.requestID)
     }
 
@@ -394,11 +397,30 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     // MARK: Timers
 
-    private func armTimer(_ duration: Duration) {
-        timer?.cancel()
+    /// One timer per connection or stream, re-armed lazily: each call only
+    /// moves `deadline` (header, idle or route timeout); the scheduled task is
+    /// replaced only when the new deadline is earlier than the one it waits for.
+    private func setDeadline(_ duration: Duration) {
         let (seconds, attoseconds) = duration.components
-        let delay = TimeAmount.nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-        timer = context.eventLoop.scheduleTask(in: delay) { [self] in timerFired() }
+        let deadline = NIODeadline.now() + .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        self.deadline = deadline
+        if let scheduledFor, scheduledFor <= deadline, timer != nil { return }
+        schedule(at: deadline)
+    }
+
+    private func clearDeadline() { deadline = nil }
+
+    private func schedule(at when: NIODeadline) {
+        timer?.cancel()
+        scheduledFor = when
+        timer = context.eventLoop.scheduleTask(deadline: when) { [self] in
+            timer = nil
+            scheduledFor = nil
+            guard let deadline else { return }
+            if deadline > NIODeadline.now() { return schedule(at: deadline) }
+            self.deadline = nil
+            timerFired()
+        }
     }
 
     private func timerFired() {
@@ -416,7 +438,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             context.close(promise: nil)
         } else {
             answer(Problem(status: 504, code: "deadline", title: "Upstream took too long",
-                           detail: "no complete answer from upstream \(call.upstream.name) within the route's timeout", route: call.route.name),
+                           detail: "no complete answer from upstream \(call.route.upstream.name) within the route's timeout",
+                           route: call.route.config.name),
                    to: call.requestHead, requestID: call.requestID)
         }
     }
@@ -447,7 +470,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     private func finishExchange(keepAlive: Bool, done: EventLoopFuture<Void>) {
         if keepAlive {
-            if !isStream { armTimer(shared.config.limits.idleTimeout) }
+            if !isStream { setDeadline(shared.config.limits.idleTimeout) }
         } else {
             done.whenComplete { [context] _ in context?.close(promise: nil) }
         }

@@ -1,22 +1,41 @@
 import Rewriter
 
+/// A route compiled for serving: its config and upstream resolved once, held
+/// by reference so a call never copies (and retains) the whole config.
+public final class Route: Sendable {
+    public let config: RouteConfig
+    public let upstream: UpstreamConfig
+    /// Nothing reads the request body (no rewrite, no body validator, not echo):
+    /// it streams upstream as it arrives.
+    public let streamsBody: Bool
+
+    init(config: RouteConfig, upstream: UpstreamConfig) {
+        self.config = config
+        self.upstream = upstream
+        streamsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
+    }
+}
+
 /// Picks the first route whose match holds. Built once per config.
 public struct Router: Sendable {
     public struct Match: Sendable {
-        public var route: RouteConfig
+        public var route: Route
         public var index: Int
         /// Pattern captures, percent-decoded once.
         public var captures: [(name: String, value: String)]
     }
 
-    public let routes: [RouteConfig]
+    public let routes: [Route]
 
-    public init(routes: [RouteConfig]) { self.routes = routes }
+    /// Every route's upstream must exist in `config` (the loader checks it).
+    public init(config: GatewayConfig) {
+        routes = config.routes.map { Route(config: $0, upstream: config.upstream(named: $0.upstream)!) }
+    }
 
     /// `path` is the raw request path (no query).
     public func match(method: String, path: String, host: String?, headers: HeaderList) -> Match? {
         for (index, route) in routes.enumerated() {
-            let m = route.match
+            let m = route.config.match
             if let methods = m.methods, !methods.contains(method) { continue }
             if let expected = m.host, !Self.hostMatches(expected, host) { continue }
             if !m.headers.allSatisfy({ field in headers.values(field.name).contains(field.value) }) { continue }
