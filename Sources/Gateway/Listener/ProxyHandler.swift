@@ -31,8 +31,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     private var scheduledFor: NIODeadline?
     /// When the current wait (for a head, between requests, for an answer) ends.
     private var deadline: NIODeadline?
-    /// Request ids come from this, seeded once per connection (not a syscall per call).
-    private var random = SplitMix64(seed: UInt64.random(in: .min ... .max))
+    /// Request ids come from this: no syscall per call or per HTTP/2 stream.
+    private var random: SplitMix64
     private var log = AccessLog.Entry()
 
     private struct Streaming {
@@ -57,7 +57,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     init(shared: ListenerContext, isStream: Bool) {
         self.shared = shared
         self.isStream = isStream
+        random = SplitMix64(seed: Self.processSeed ^ NIODeadline.now().uptimeNanoseconds)
+        random = SplitMix64(seed: random.next() ^ UInt64(UInt(bitPattern: ObjectIdentifier(self).hashValue)))
     }
+
+    private static let processSeed = UInt64.random(in: .min ... .max)
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
@@ -266,6 +270,10 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         context.channel.setOption(ChannelOptions.autoRead, value: on).whenComplete { _ in }
     }
 
+    func upstreamReadComplete() {
+        if call?.responseHeadSent == true { context.flush() }
+    }
+
     func upstreamWritabilityChanged(_ writable: Bool) {
         if writable, streaming?.connected == true { setClientReading(true) }
     }
@@ -326,7 +334,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     func upstreamBody(_ buffer: ByteBuffer) {
         guard call != nil else { return }
         log.bytes += buffer.readableBytes
-        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        // Flushed once per upstream read batch (upstreamReadComplete), not per part.
+        context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         if !context.channel.isWritable { call?.connection?.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in } }
     }
 

@@ -11,6 +11,8 @@ protocol UpstreamResponseDelegate: AnyObject {
     func upstreamFailed(_ error: UpstreamError, responseStarted: Bool)
     /// The upstream socket can take more (or no more) of a streamed request body.
     func upstreamWritabilityChanged(_ writable: Bool)
+    /// The end of one read batch: the time to flush what was written downstream.
+    func upstreamReadComplete()
 }
 
 /// One keep-alive HTTP/1.1 connection to an upstream, owned by a pool on
@@ -104,6 +106,11 @@ final class UpstreamResponseHandler: ChannelInboundHandler {
             connection.finish()
             delegate.upstreamEnd()
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        connection.delegate?.upstreamReadComplete()
+        context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
