@@ -31,4 +31,15 @@ import Testing
         #expect(tooLarge.hasPrefix("HTTP/1.1 413 "))
         #expect(tooLarge.contains(#""detail":"the body exceeds limits.max_body_bytes (1048576)""#))
     }
+
+    @Test func ipv6Listener() async throws {
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: "[::1]:0"}]
+            routes: [{name: echo, upstream: echo}]
+            """)
+        defer { Task { await gateway.stop() } }
+        let result = try curl(["-g", "http://[::1]:\(gateway.port)/v6?x=1", "-H", "X-Request-Id: v6"])
+        #expect(result.text.hasPrefix(#"{"method":"GET","path":"/v6","query":"x=1","headers":[["Host","echo"]"#))
+        #expect(result.text.contains(#"["X-Forwarded-For","::1"]"#))
+    }
 }
