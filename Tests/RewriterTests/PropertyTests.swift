@@ -69,18 +69,8 @@ func parseMultipart(_ body: [UInt8], boundary: String) -> JSONObject? {
     return object
 }
 
-/// Deterministic generator of parameter trees full of characters that need escaping.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+/// Deterministic parameter trees full of characters that need escaping.
+extension SplitMix64 {
     static let alphabet: [Character] = Array("aZ09-._~ &=+%#?/[]\"\\\r\n\té€😀\u{0}\u{7F}ü,;:")
 
     mutating func string(maxLength: Int = 8) -> String {

@@ -47,7 +47,6 @@ public struct SocketAddressSpec: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-    public var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
 }
 
 public struct ListenerConfig: Sendable, Hashable {

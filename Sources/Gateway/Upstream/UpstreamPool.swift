@@ -86,11 +86,6 @@ final class UpstreamPool {
             }
         }
     }
-
-    func closeAll() {
-        for connection in idle.values.joined() { connection.channel.close(promise: nil) }
-        idle.removeAll()
-    }
 }
 
 /// One pool per event loop, created at start and never changed, so any loop

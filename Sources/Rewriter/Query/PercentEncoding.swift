@@ -56,17 +56,6 @@ public enum PercentEncoding {
     private static let byteClass: [UInt8] = (0...255).map { isUnreserved(UInt8($0)) ? 1 : $0 == 0x20 ? 2 : 3 }
 
     @inlinable
-    public static func append(byte: UInt8, to out: inout [UInt8], spaceAsPlus: Bool = false) {
-        if isUnreserved(byte) {
-            out.append(byte)
-        } else if spaceAsPlus && byte == 0x20 {
-            out.append(UInt8(ascii: "+"))
-        } else {
-            appendTriplet(byte, to: &out)
-        }
-    }
-
-    @inlinable
     public static func appendTriplet(_ byte: UInt8, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "%"))
         out.append(upperHexDigit(byte >> 4))
@@ -76,13 +65,6 @@ public enum PercentEncoding {
     @inlinable
     static func upperHexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
-    }
-
-    public static func encode(_ string: String, spaceAsPlus: Bool = false) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(string.utf8.count)
-        append(string, to: &out, spaceAsPlus: spaceAsPlus)
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Decodes `%XX` triplets (and `+` as space when asked). A `%` not followed by
