@@ -13,7 +13,10 @@ struct RunCommand: AsyncParsableCommand {
         let config = try options.load().config
         let server = eventLoops.map { GatewayServer(config: config, threads: max(1, $0)) } ?? GatewayServer(config: config)
         let addresses = try await server.start()
-        for address in addresses { printError("gatewayd \(GatewayVersion.current) listening on http://\(address.ipAddress ?? "?"):\(address.port ?? 0)") }
+        for (listener, address) in zip(config.listeners, addresses) {
+            let host = address.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "?"
+            printError("gatewayd \(GatewayVersion.current) listening on \(listener.tls == nil ? "http" : "https")://\(host):\(address.port ?? 0)")
+        }
         try await server.wait()
     }
 }

@@ -3,10 +3,13 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
+import NIOSSL
+import NIOTLS
 
 /// Binds every configured listener: HTTP/1.1 and h2c by prior knowledge on the
-/// same port (told apart by the connection preface). Every call is served on
-/// its connection's event loop, upstream connections included.
+/// same port (told apart by the connection preface), or TLS with ALPN
+/// choosing h2 or http/1.1. Every call is served on its connection's event
+/// loop, upstream connections included.
 public actor GatewayServer {
     private let config: GatewayConfig
     private let group: MultiThreadedEventLoopGroup
@@ -35,17 +38,27 @@ public actor GatewayServer {
         let router = Router(config: config)
         var addresses: [SocketAddress] = []
         for listener in config.listeners {
-            if listener.tls != nil { throw UpstreamError.unsupported("TLS listeners are not built yet (\(listener.address))") }
+            let tls = try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }
             let shared = ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers,
                                          accessLog: AccessLog(logger: logger, enabled: config.logging.accessLog),
-                                         scheme: "http")
+                                         scheme: tls == nil ? "http" : "https")
             let protocols = listener.protocols
             let channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .serverChannelOption(.backlog, value: 1024)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        return channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                            try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
+                                channel.eventLoop.makeCompletedFuture {
+                                    try Self.configure(channel, http2: result == .negotiated("h2"), shared: shared)
+                                }
+                            })
+                        }
+                    }
+                    return channel.eventLoop.makeCompletedFuture {
                         switch (protocols.contains(.http1), protocols.contains(.h2c)) {
                         case (true, true):
                             let detector = HTTPVersionDetector { channel, isHTTP2 in
@@ -65,6 +78,20 @@ public actor GatewayServer {
             if let address = channel.localAddress { addresses.append(address) }
         }
         return addresses
+    }
+
+    /// The listener's certificate and key, read once; ALPN offers h2 and/or
+    /// http/1.1 as `protocols` says.
+    static func tlsContext(_ tls: ListenerConfig.TLS, protocols: [ListenerConfig.HTTPProtocol]) throws -> NIOSSLContext {
+        do {
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate).map { NIOSSLCertificateSource.certificate($0) }
+            let key = try NIOSSLPrivateKey(file: tls.privateKey, format: .pem)
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            configuration.applicationProtocols = (protocols.contains(.h2) ? ["h2"] : []) + (protocols.contains(.http1) ? ["http/1.1"] : [])
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw ListenerError(message: "TLS listener: cannot use certificate \(tls.certificate) / key \(tls.privateKey): \(error)")
+        }
     }
 
     static func configure(_ channel: Channel, http2: Bool, shared: ListenerContext) throws {
@@ -98,4 +125,10 @@ public actor GatewayServer {
         for channel in channels { try? await channel.close() }
         try await group.shutdownGracefully()
     }
+}
+
+/// A listener that cannot start (address in use, unreadable certificate).
+public struct ListenerError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
 }

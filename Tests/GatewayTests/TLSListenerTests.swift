@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+@testable import Gateway
+
+/// TLS listeners: ALPN picks h2 or http/1.1; curl and nghttp as clients.
+@Suite struct TLSListenerTests {
+    static func makeCertificate() throws -> (certificate: String, key: String) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tls-\(getpid())-\(UInt32.random(in: 0 ... .max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let certificate = dir.appendingPathComponent("cert.pem").path, key = dir.appendingPathComponent("key.pem").path
+        let result = try runPeer("/usr/bin/openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate,
+                                                      "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"])
+        guard result.status == 0 else { throw ListenerError(message: "openssl failed: \(result.err)") }
+        return (certificate, key)
+    }
+
+    @Test func alpnServesHTTP2AndHTTP1() async throws {
+        let (certificate, key) = try Self.makeCertificate()
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0, tls: {certificate: "\(certificate)", private_key: "\(key)"}}]
+            routes: [{name: echo, upstream: echo}]
+            """)
+        defer { Task { await gateway.stop() } }
+        let url = "https://127.0.0.1:\(gateway.port)/tls?x=1"
+        let h2 = try curl(["-k", "-i", "--http2", url]).text
+        #expect(h2.hasPrefix("HTTP/2 200"))
+        #expect(h2.contains(#"["X-Forwarded-Proto","https"]"#))
+        let h1 = try curl(["-k", "-i", "--http1.1", url]).text
+        #expect(h1.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(h1.contains(#""path":"/tls","query":"x=1""#))
+        let nghttp = try runPeer("/usr/bin/nghttp", ["-v", url])
+        #expect(nghttp.text.contains("The negotiated protocol: h2"))
+        #expect(nghttp.text.contains(":status: 200"))
+        // Plain HTTP on a TLS port is not served.
+        #expect(try curl(["-i", "http://127.0.0.1:\(gateway.port)/"]).text.isEmpty)
+    }
+
+    @Test func unreadableCertificateIsAClearError() async throws {
+        let config = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:0, tls: {certificate: /nonexistent/cert.pem, private_key: /nonexistent/key.pem}}]
+            """).config
+        let server = GatewayServer(config: config, threads: 1)
+        await #expect(throws: ListenerError.self) { _ = try await server.start() }
+        try await server.shutdown()
+    }
+}
