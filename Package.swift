@@ -19,6 +19,8 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
+        // libnghttp2 (Debian's libnghttp2-dev), for tests that speak HTTP/2 frames directly.
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         // Pure translation: imports nothing outside the standard library.
         .target(name: "Rewriter"),
         .target(
@@ -53,6 +55,7 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "Gateway",
+                "CNGHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

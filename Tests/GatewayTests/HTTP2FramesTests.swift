@@ -1,0 +1,75 @@
+import CNGHTTP2
+import Testing
+@testable import Gateway
+
+/// HTTP/2 spoken frame by frame through libnghttp2, valid and malformed.
+@Suite struct HTTP2FramesTests {
+    static let yaml = """
+        listeners: [{address: 127.0.0.1:0, protocols: [http1, h2c]}]
+        routes: [{name: echo, upstream: echo, response_headers: {set: {X-Route: echo}}}]
+        """
+
+    @Test func concurrentStreamsOnOneConnection() async throws {
+        let gateway = try await GatewayHarness.start(Self.yaml)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let streams = (1...5).map { client.submit(method: "GET", path: "/s/\($0)?n=\($0)", headers: [("x-call", "\($0)")]) }
+        client.run { c in streams.allSatisfy { c.responses[$0]?.closed == true } }
+        for (i, stream) in streams.enumerated() {
+            let response = try #require(client.responses[stream])
+            #expect(response.status == "200")
+            #expect(response.headers.contains { $0 == ("x-route", "echo") })
+            let body = String(decoding: response.body, as: UTF8.self)
+            #expect(body.hasPrefix(#"{"method":"GET","path":"/s/\#(i + 1)","query":"n=\#(i + 1)""#))
+            #expect(body.contains(#"["x-call","\#(i + 1)"]"#))
+        }
+        #expect(client.goAwayCode == nil)
+    }
+
+    @Test func dataOnStreamZeroIsAConnectionError() async throws {
+        let gateway = try await GatewayHarness.start(Self.yaml)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        client.sendRaw(NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 0, payload: Array("boom".utf8)))
+        client.run { $0.goAwayCode != nil }
+        #expect(client.goAwayCode == NGHTTP2_PROTOCOL_ERROR.rawValue)
+    }
+
+    @Test func garbageHeaderBlockIsACompressionError() async throws {
+        let gateway = try await GatewayHarness.start(Self.yaml)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        // END_HEADERS | END_STREAM, an HPACK index far past any table.
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 1, payload: [0xFF, 0xFF, 0xFF, 0xFF, 0x0F]))
+        client.run { $0.goAwayCode != nil }
+        #expect(client.goAwayCode == NGHTTP2_COMPRESSION_ERROR.rawValue)
+    }
+
+    @Test func oversizedFrameIsAFrameSizeError() async throws {
+        let gateway = try await GatewayHarness.start(Self.yaml)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let headers = client.encodeHeaderBlock([(":method", "POST"), (":path", "/"), (":scheme", "http"), (":authority", "a")])
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: headers)
+            + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 1, payload: [UInt8](repeating: 0x61, count: 20_000)))
+        client.run { $0.goAwayCode != nil }
+        #expect(client.goAwayCode == NGHTTP2_FRAME_SIZE_ERROR.rawValue)
+    }
+
+    @Test func requestWithoutPathIsRefusedAndTheConnectionLives() async throws {
+        let gateway = try await GatewayHarness.start(Self.yaml)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let missingPath = client.encodeHeaderBlock([(":method", "GET"), (":scheme", "http"), (":authority", "a")])
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 1, payload: missingPath))
+        client.run { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 } }
+        #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 && $0.errorCode == NGHTTP2_PROTOCOL_ERROR.rawValue })
+        // A well-formed request on the same connection still gets its answer.
+        let valid = client.encodeHeaderBlock([(":method", "GET"), (":path", "/after"), (":scheme", "http"), (":authority", "a")])
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 3, payload: valid))
+        client.run { $0.rawFrames.contains { $0.type == 0x0 && $0.stream == 3 } }
+        #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == 3 })
+        #expect(client.rawFrames.contains { $0.type == 0x0 && $0.stream == 3 })
+        #expect(!client.rawFrames.contains { $0.type == 0x7 })
+    }
+}
