@@ -72,4 +72,22 @@ import Testing
         #expect(client.rawFrames.contains { $0.type == 0x0 && $0.stream == 3 })
         #expect(!client.rawFrames.contains { $0.type == 0x7 })
     }
+
+    @Test func idleConnectionsGetGoAwayAndClose() async throws {
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0, protocols: [h2c]}]
+            limits: {idle_timeout: 300ms}
+            routes: [{name: echo, upstream: echo}]
+            """)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let stream = client.submit(method: "GET", path: "/once")
+        client.run { $0.responses[stream]?.closed == true }
+        #expect(client.responses[stream]?.status == "200")
+        let start = ContinuousClock.now
+        client.run(seconds: 3) { $0.goAwayCode != nil }
+        #expect(client.goAwayCode == NGHTTP2_NO_ERROR.rawValue)
+        #expect(ContinuousClock.now - start >= .milliseconds(250))
+        #expect(client.sessionFinished)
+    }
 }

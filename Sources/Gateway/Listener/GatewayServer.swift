@@ -106,14 +106,27 @@ public actor GatewayServer {
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 256),
             HTTP2Setting(parameter: .maxHeaderListSize, value: shared.config.limits.maxHeaderBytes),
         ]
+        // swift-nio-http2's own connection manager: GOAWAY once idle for
+        // `idle_timeout`; a keepalive PING every `idle_timeout` closes a peer
+        // that stops answering (one that ignored the GOAWAY, or vanished).
+        let idle = shared.config.limits.idleTimeout.components
+        let idleTime = TimeAmount.nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000)
+        let manager = NIOHTTP2ServerConnectionManagementHandler(
+            eventLoop: channel.eventLoop,
+            configuration: .init(maxIdleTime: idleTime, maxAge: nil, maxGraceTime: idleTime,
+                                 keepalive: .init(pingInterval: idleTime, ackTimeout: min(idleTime, .seconds(20)))))
         _ = try pipeline.configureHTTP2Pipeline(
-            mode: .server, connectionConfiguration: connection, streamConfiguration: .init()
+            mode: .server, connectionConfiguration: connection, streamConfiguration: .init(), streamDelegate: manager.http2StreamDelegate
         ) { stream in
             stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
                 try stream.pipeline.syncOperations.addHandler(ProxyHandler(shared: shared, isStream: true))
             }
         }
+        try pipeline.addHandler(manager)
+        // Added after the preface or the TLS handshake, the manager would never
+        // see channelActive, which starts its idle and keepalive timers.
+        if channel.isActive { try pipeline.context(handlerType: NIOHTTP2Handler.self).fireChannelActive() }
     }
 
     /// Waits until every listener is closed.

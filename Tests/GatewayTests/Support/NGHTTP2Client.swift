@@ -18,6 +18,7 @@ final class NGHTTP2Client {
     private let socket: Int32
     private var outbound: [UInt8] = []
     private(set) var responses: [Int32: Response] = [:]
+    /// The first GOAWAY's error code.
     private(set) var goAwayCode: UInt32?
     private(set) var connectionClosed = false
     /// Every frame the server sent, read off the wire independently of the
@@ -63,7 +64,7 @@ final class NGHTTP2Client {
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
             let client = Unmanaged<NGHTTP2Client>.fromOpaque(user!).takeUnretainedValue()
             switch Int(frame!.pointee.hd.type) {
-            case Int(NGHTTP2_GOAWAY.rawValue): client.goAwayCode = frame!.pointee.goaway.error_code
+            case Int(NGHTTP2_GOAWAY.rawValue): client.goAwayCode = client.goAwayCode ?? frame!.pointee.goaway.error_code
             case Int(NGHTTP2_RST_STREAM.rawValue):
                 client.responses[frame!.pointee.hd.stream_id, default: Response()].resetCode = frame!.pointee.rst_stream.error_code
             default: break
@@ -143,8 +144,13 @@ final class NGHTTP2Client {
                 record(Array(buffer.prefix(count)))
                 _ = nghttp2_session_mem_recv(session, buffer, count)
             }
+            if sessionFinished { break }
         }
     }
+
+    /// libnghttp2 has nothing left to read or write (e.g. after a GOAWAY with
+    /// no open streams): a real client closes the connection now.
+    var sessionFinished: Bool { nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 }
 
     private func record(_ bytes: [UInt8]) {
         rawBuffer += bytes
