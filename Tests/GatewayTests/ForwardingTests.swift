@@ -207,4 +207,19 @@ import Testing
             #expect(upstream.requests.isEmpty)
         }
     }
+
+    @Test func slowSendersAndIdleConnectionsAreDisconnected() async throws {
+        try await withGateway(routes: Self.passThrough, limits: "{header_timeout: 300ms, idle_timeout: 300ms}") { gateway, upstream in
+            // A head that never completes: closed after header_timeout, nothing forwarded.
+            let slow = try rawExchange(port: gateway.port, Array("GET /api/x HTTP/1.1\r\nHost: a\r\nX-Slow: ".utf8), timeout: 5)
+            #expect(slow.isEmpty)
+            // A client that connects and sends nothing at all: closed too.
+            #expect(try rawExchange(port: gateway.port, [], timeout: 5).isEmpty)
+            // A keep-alive connection left idle after its answer: closed after idle_timeout.
+            let idle = try rawExchange(port: gateway.port, Array("GET /api/x HTTP/1.1\r\nHost: a\r\n\r\n".utf8), timeout: 5)
+            #expect(idle.hasPrefix("HTTP/1.1 200 OK\r\n"))
+            #expect(idle.hasSuffix("ok"))
+            #expect(upstream.requests.map(\.uri) == ["/base/api/x"])
+        }
+    }
 }

@@ -48,27 +48,32 @@ public actor GatewayServer {
                 .serverChannelOption(.backlog, value: 1024)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
+                    // Until the protocol is known (preface read, TLS handshake and ALPN
+                    // done), nothing else times out a client that sends nothing.
+                    let headerTimeout = shared.config.limits.headerTimeout.components
+                    let start = channel.eventLoop.scheduleTask(
+                        in: .nanoseconds(headerTimeout.seconds * 1_000_000_000 + headerTimeout.attoseconds / 1_000_000_000)
+                    ) { channel.close(promise: nil) }
+                    let configure: @Sendable (Channel, Bool) throws -> Void = { channel, http2 in
+                        start.cancel()
+                        try Self.configure(channel, http2: http2, shared: shared)
+                    }
                     if let tls {
                         return channel.eventLoop.makeCompletedFuture {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                             try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
-                                channel.eventLoop.makeCompletedFuture {
-                                    try Self.configure(channel, http2: result == .negotiated("h2"), shared: shared)
-                                }
+                                channel.eventLoop.makeCompletedFuture { try configure(channel, result == .negotiated("h2")) }
                             })
                         }
                     }
                     return channel.eventLoop.makeCompletedFuture {
                         switch (protocols.contains(.http1), protocols.contains(.h2c)) {
                         case (true, true):
-                            let detector = HTTPVersionDetector { channel, isHTTP2 in
-                                try Self.configure(channel, http2: isHTTP2, shared: shared)
-                            }
-                            try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(detector))
+                            try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPVersionDetector(configure: configure)))
                         case (false, true):
-                            try Self.configure(channel, http2: true, shared: shared)
+                            try configure(channel, true)
                         default:
-                            try Self.configure(channel, http2: false, shared: shared)
+                            try configure(channel, false)
                         }
                     }
                 }

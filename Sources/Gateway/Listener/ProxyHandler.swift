@@ -63,7 +63,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     private static let processSeed = UInt64.random(in: .min ... .max)
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // Added once the protocol is known, the channel is usually active already.
+        if context.channel.isActive { setDeadline(shared.config.limits.headerTimeout) }
+    }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()

@@ -32,11 +32,12 @@ func curl(_ arguments: [String]) throws -> PeerResult {
     try runPeer("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
 }
 
-/// Sends raw bytes on a fresh TCP connection and returns everything read until the peer closes.
-func rawExchange(port: Int, _ bytes: [UInt8]) throws -> String {
+/// Sends raw bytes on a fresh TCP connection and returns everything read until
+/// the peer closes (`<timeout>` appended if it had not after `timeout` seconds).
+func rawExchange(port: Int, _ bytes: [UInt8], timeout: Double = 10) throws -> String {
     let script = """
         import socket, sys
-        s = socket.create_connection(("127.0.0.1", \(port)), timeout=10)
+        s = socket.create_connection(("127.0.0.1", \(port)), timeout=\(timeout))
         s.sendall(sys.stdin.buffer.read())
         out = b""
         try:
