@@ -1,4 +1,5 @@
 import Foundation
+import NIOSSL
 import Testing
 @testable import Gateway
 
@@ -42,5 +43,31 @@ import Testing
         let server = GatewayServer(config: config, threads: 1)
         await #expect(throws: ListenerError.self) { _ = try await server.start() }
         try await server.shutdown()
+    }
+
+    @Test func httpsUpstreamsAreVerified() async throws {
+        let (certificate, key) = try Self.makeCertificate()
+        let serverTLS = try NIOSSLContext(configuration: .makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))))
+        let upstream = RecordingUpstream(tls: serverTLS)
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams:
+              trusted: {url: "https://127.0.0.1:\(port)/v1", tls: {ca_file: "\(certificate)"}}
+              untrusted: {url: "https://127.0.0.1:\(port)/v1"}
+            routes:
+              - {name: trusted, upstream: trusted, match: {prefix: /trusted}}
+              - {name: untrusted, upstream: untrusted, match: {prefix: /untrusted}}
+            """)
+        defer { Task { await gateway.stop() } }
+        let ok = try curl(["-i", "\(gateway.base)/trusted/x?y=1"]).text
+        #expect(ok.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(upstream.requests.first?.uri == "/v1/trusted/x?y=1")
+        let refused = try curl(["-i", "\(gateway.base)/untrusted/x"]).text
+        #expect(refused.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
+        #expect(upstream.requests.count == 1)
     }
 }

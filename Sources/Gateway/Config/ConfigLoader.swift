@@ -182,7 +182,7 @@ extension ConfigReader {
     }
 
     func readUpstream(_ node: Node, _ path: String, name: String) -> UpstreamConfig? {
-        guard let fields = mapping(node, path, known: ["url", "max_connections", "connect_timeout", "http2", "headers"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["url", "max_connections", "connect_timeout", "http2", "headers", "tls"]) else { return nil }
         defer { fields.finish() }
         guard let urlNode = fields.take("url") else {
             report(node, fields.path("url"), "missing")
@@ -200,6 +200,15 @@ extension ConfigReader {
         if let n = fields.take("connect_timeout"), let v = duration(n, fields.path("connect_timeout")) { upstream.connectTimeout = v }
         if let n = fields.take("http2"), let v = bool(n, fields.path("http2")) { upstream.http2 = v }
         if let n = fields.take("headers") { upstream.headers = readHeaderRules(n, fields.path("headers")) }
+        if let n = fields.take("tls"), let tls = mapping(n, fields.path("tls"), known: ["ca_file", "server_name"]) {
+            defer { tls.finish() }
+            if !url.isTLS { report(n, fields.path("tls"), "only an https upstream uses tls") }
+            if let c = tls.take("ca_file"), let path = string(c, tls.path("ca_file")) {
+                upstream.tls.caFile = resolvePath(path)
+                if !FileManager.default.isReadableFile(atPath: resolvePath(path)) { report(c, tls.path("ca_file"), "cannot read \(resolvePath(path))") }
+            }
+            if let s = tls.take("server_name") { upstream.tls.serverName = string(s, tls.path("server_name")) }
+        }
         return upstream
     }
 }

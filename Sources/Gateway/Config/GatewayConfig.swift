@@ -105,10 +105,12 @@ public struct UpstreamConfig: Sendable, Hashable {
     public var connectTimeout: Duration
     public var http2: Bool
     public var headers: HeaderRules
+    /// For https upstreams: extra trust and the name to verify.
+    public var tls: UpstreamTLS
 
     public init(
         name: String, url: UpstreamURL?, maxConnections: Int = 64, connectTimeout: Duration = .seconds(1),
-        http2: Bool = false, headers: HeaderRules = HeaderRules()
+        http2: Bool = false, headers: HeaderRules = HeaderRules(), tls: UpstreamTLS = UpstreamTLS()
     ) {
         self.name = name
         self.url = url
@@ -116,11 +118,24 @@ public struct UpstreamConfig: Sendable, Hashable {
         self.connectTimeout = connectTimeout
         self.http2 = http2
         self.headers = headers
+        self.tls = tls
     }
 
     public var isEcho: Bool { url == nil }
     /// What `Host` becomes upstream.
     public var authority: String { url?.authority ?? UpstreamConfig.echoName }
+}
+
+/// How an https upstream is verified: the system's trust roots plus
+/// `caFile`; the certificate must name `serverName` (default: the URL's host;
+/// an IP-literal host has its chain verified but sends no SNI name).
+public struct UpstreamTLS: Sendable, Hashable {
+    public var caFile: String?
+    public var serverName: String?
+    public init(caFile: String? = nil, serverName: String? = nil) {
+        self.caFile = caFile
+        self.serverName = serverName
+    }
 }
 
 public struct RouteConfig: Sendable {

@@ -13,7 +13,6 @@ import NIOTLS
 public actor GatewayServer {
     private let config: GatewayConfig
     private let group: MultiThreadedEventLoopGroup
-    private let pools: UpstreamPools
     private let modifiers: [any RequestModifier]
     private let logger: Logger
     private var channels: [Channel] = []
@@ -30,12 +29,12 @@ public actor GatewayServer {
         logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
         self.logger = logger
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-        self.pools = UpstreamPools(group: group, upstreams: config.upstreams)
     }
 
     /// Binds all listeners; returns their bound addresses (port 0 resolved).
     public func start() async throws -> [SocketAddress] {
         let router = Router(config: config)
+        let pools = try UpstreamPools(group: group, upstreams: config.upstreams)
         var addresses: [SocketAddress] = []
         for listener in config.listeners {
             let tls = try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }

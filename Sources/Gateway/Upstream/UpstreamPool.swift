@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// Keep-alive upstream connections owned by one event loop: a call is always
 /// served by a connection on its own loop (no hops), and each loop may open
@@ -9,11 +10,13 @@ final class UpstreamPool {
     let eventLoop: EventLoop
     private let connectionsPerUpstream: [String: Int]
     private let upstreams: [String: UpstreamConfig]
+    private let tlsContexts: [String: NIOSSLContext]
     private var idle: [String: [UpstreamConnection]] = [:]
     private var open: [String: Int] = [:]
     private var waiters: [String: CircularBuffer<EventLoopPromise<UpstreamConnection>>] = [:]
 
-    init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int) {
+    init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext]) {
+        self.tlsContexts = tlsContexts
         self.eventLoop = eventLoop
         var limits: [String: Int] = [:]
         for upstream in upstreams { limits[upstream.name] = max(1, upstream.maxConnections / max(1, loops)) }
@@ -30,8 +33,8 @@ final class UpstreamPool {
         guard let url = upstream.url else {
             return eventLoop.makeFailedFuture(UpstreamError.unsupported("echo is answered in process"))
         }
-        if url.isTLS || upstream.http2 {
-            return eventLoop.makeFailedFuture(UpstreamError.unsupported("https and HTTP/2 upstreams are not supported yet"))
+        if upstream.http2 {
+            return eventLoop.makeFailedFuture(UpstreamError.unsupported("HTTP/2 upstreams are not supported yet"))
         }
         if open[upstream.name, default: 0] >= connectionsPerUpstream[upstream.name, default: 1] {
             let promise = eventLoop.makePromise(of: UpstreamConnection.self)
@@ -46,9 +49,18 @@ final class UpstreamPool {
         let name = upstream.name
         let timeout = upstream.connectTimeout.components
         let nanoseconds = timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000
+        let tls = tlsContexts[name]
+        let serverName = upstream.tls.serverName ?? (url.host.isIPAddress ? nil : url.host)
         return ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(nanoseconds))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                    }
+                }
+            }
             .connect(host: url.host, port: url.port)
             .flatMapErrorThrowing { error in
                 self.open[name, default: 1] -= 1
@@ -89,20 +101,39 @@ final class UpstreamPool {
 }
 
 /// One pool per event loop, created at start and never changed, so any loop
-/// can find its own without locking.
+/// can find its own without locking. https upstreams' TLS contexts are built
+/// once here and shared.
 final class UpstreamPools: @unchecked Sendable {
     private let pools: [ObjectIdentifier: UpstreamPool]
 
-    init(group: MultiThreadedEventLoopGroup, upstreams: [UpstreamConfig]) {
+    init(group: MultiThreadedEventLoopGroup, upstreams: [UpstreamConfig]) throws {
+        var contexts: [String: NIOSSLContext] = [:]
+        for upstream in upstreams where upstream.url?.isTLS == true {
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            if let caFile = upstream.tls.caFile { configuration.additionalTrustRoots = [.file(caFile)] }
+            do {
+                contexts[upstream.name] = try NIOSSLContext(configuration: configuration)
+            } catch {
+                throw ListenerError(message: "upstream \(upstream.name): cannot set up TLS: \(error)")
+            }
+        }
         let loops = Array(group.makeIterator())
         var pools: [ObjectIdentifier: UpstreamPool] = [:]
         for loop in loops {
-            pools[ObjectIdentifier(loop)] = UpstreamPool(eventLoop: loop, upstreams: upstreams, loops: loops.count)
+            pools[ObjectIdentifier(loop)] = UpstreamPool(eventLoop: loop, upstreams: upstreams, loops: loops.count, tlsContexts: contexts)
         }
         self.pools = pools
     }
 
     func pool(for eventLoop: EventLoop) -> UpstreamPool {
         pools[ObjectIdentifier(eventLoop)]!
+    }
+}
+
+extension String {
+    /// An IPv4 or IPv6 literal (which TLS SNI may not carry).
+    var isIPAddress: Bool {
+        var v4 = in_addr(), v6 = in6_addr()
+        return inet_pton(AF_INET, self, &v4) == 1 || inet_pton(AF_INET6, self, &v6) == 1
     }
 }

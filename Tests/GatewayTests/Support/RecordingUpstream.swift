@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// A fake HTTP/1.1 upstream on 127.0.0.1:0 that records exactly what reached
 /// its socket (request head with header case and order, body bytes) and
@@ -30,12 +31,15 @@ final class RecordingUpstream: @unchecked Sendable {
     let script: @Sendable (Request) -> Reply
     /// False: only count body bytes (for uploads larger than the test should hold).
     let keepBodies: Bool
+    /// When set, the upstream speaks HTTPS.
+    let tls: NIOSSLContext?
     private(set) var port = 0
     private var channel: Channel?
 
-    init(keepBodies: Bool = true,
+    init(keepBodies: Bool = true, tls: NIOSSLContext? = nil,
          script: @escaping @Sendable (Request) -> Reply = { _ in .respond(status: 200, headers: [], body: Array("ok".utf8)) }) {
         self.keepBodies = keepBodies
+        self.tls = tls
         self.script = script
     }
 
@@ -45,9 +49,10 @@ final class RecordingUpstream: @unchecked Sendable {
     func start() async throws -> Int {
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { [state, script, keepBodies] channel in
+            .childChannelInitializer { [state, script, keepBodies, tls] channel in
                 state.withLockedValue { $0.connections += 1 }
                 return channel.eventLoop.makeCompletedFuture {
+                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(Handler(state: state, script: script, keepBodies: keepBodies))
                 }
