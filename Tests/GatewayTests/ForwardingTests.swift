@@ -222,4 +222,32 @@ import Testing
             #expect(upstream.requests.map(\.uri) == ["/base/api/x"])
         }
     }
+
+    @Test func http2UpstreamMultiplexesCallsOnOneConnection() async throws {
+        let upstream = RecordingUpstream(http2: true) { request in
+            .respond(status: 200, headers: [("x-seen", request.uri)], body: request.body.isEmpty ? Array("h2 upstream".utf8) : request.body)
+        }
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {modern: {url: "http://127.0.0.1:\(port)/v2", http2: true}}
+            routes: [{name: modern, upstream: modern, headers: {set: {X-Injected: "yes"}}}]
+            """)
+        defer { Task { await gateway.stop(); await upstream.stop() } }
+        let results = try await withThrowingTaskGroup(of: String.self) { group in
+            for i in 1...8 { group.addTask { try curl(["\(gateway.base)/item/\(i)"]).text } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.count == 8)
+        #expect(results.allSatisfy { $0 == "h2 upstream" })
+        let posted = try curl(["-i", "\(gateway.base)/upload", "--data-binary", "payload bytes"]).text
+        #expect(posted.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(posted.lowercased().contains("x-seen: /v2/upload\r\n"))
+        #expect(posted.hasSuffix("payload bytes"))
+        let requests = upstream.requests
+        #expect(requests.count == 9)
+        #expect(Set(requests.map(\.uri)) == Set((1...8).map { "/v2/item/\($0)" } + ["/v2/upload"]))
+        #expect(requests.allSatisfy { $0.header("x-injected") == ["yes"] && $0.header("host") == ["127.0.0.1:\(port)"] })
+        #expect(upstream.connections == 1)
+    }
 }

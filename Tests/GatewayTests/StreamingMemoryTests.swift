@@ -31,6 +31,34 @@ import Testing
     }
 }
 
+extension StreamingMemoryTests {
+    /// A large answer to a client that reads slowly: the gateway stops reading
+    /// the upstream instead of buffering the answer.
+    @Test func largeDownloadToASlowClientKeepsMemoryBounded() async throws {
+        let size = 96 << 20
+        let body = [UInt8](repeating: 0x61, count: size)
+        let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: body) }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("download-\(getpid()).yaml")
+        try """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {source: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes: [{name: download, upstream: source}]
+            """.write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        let before = try gateway.residentBytes()
+        let download = try runPeer("/usr/bin/curl", ["-s", "--max-time", "60", "--limit-rate", "32M", "-o", "/dev/null",
+                                                     "-w", "%{size_download}", "http://127.0.0.1:\(gateway.port)/big"])
+        #expect(download.text == "\(size)")
+        let peak = try gateway.peakResidentBytes()
+        #expect(peak - before < 24 << 20, "peak RSS \(peak >> 20) MiB vs \(before >> 20) MiB before a \(size >> 20) MiB download")
+    }
+}
+
 /// The gatewayd binary run as a subprocess on a config; the port comes from
 /// its "listening on" line.
 final class SpawnedGateway {

@@ -16,12 +16,6 @@ public struct UpstreamRequest: Sendable, Hashable {
         self.body = body
     }
 
-    /// Connection-level headers (RFC 9110 section 7.6.1) that are never forwarded.
-    public static let hopByHop: Set<String> = [
-        "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "proxy-connection",
-        "proxy-authenticate", "proxy-authorization", "trailer",
-    ]
-
     /// Lowest precedence first: the client's headers (hop-by-hop dropped, the
     /// X-Forwarded-* and X-Request-Id of `client` added), the
     /// upstream's `headers`, the route's `headers`, then the encoder's
@@ -32,10 +26,7 @@ public struct UpstreamRequest: Sendable, Hashable {
         client: ClientInfo? = nil, boundary: () -> String = MultipartEncoder.randomBoundary
     ) throws(Problem) -> UpstreamRequest {
         var headers = clientHeaders
-        let named = Set(clientHeaders.values("Connection").flatMap { $0.split(separator: ",") }.map {
-            $0.filter { $0 != " " && $0 != "\t" }.lowercased()
-        })
-        headers.removeAll { hopByHop.contains($0.name.lowercased()) || named.contains($0.name.lowercased()) }
+        headers.removeHopByHop()
         if let client { client.addForwardingHeaders(to: &headers) }
         if !route.keepHost || !headers.contains("Host") { headers.set("Host", upstream.authority) }
         upstream.headers.apply(to: &headers)
@@ -74,5 +65,21 @@ public struct UpstreamRequest: Sendable, Hashable {
         out.append(contentsOf: "\r\n".utf8)
         if let body { out.append(contentsOf: body) }
         return out
+    }
+}
+
+extension HeaderList {
+    /// Connection-level headers (RFC 9110 section 7.6.1) that are never forwarded.
+    static let hopByHop: Set<String> = [
+        "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "proxy-connection",
+        "proxy-authenticate", "proxy-authorization", "trailer",
+    ]
+
+    /// Drops the hop-by-hop headers and every header `Connection` names.
+    mutating func removeHopByHop() {
+        let named = Set(values("Connection").flatMap { $0.split(separator: ",") }.map {
+            $0.filter { $0 != " " && $0 != "\t" }.lowercased()
+        })
+        removeAll { Self.hopByHop.contains($0.name.lowercased()) || named.contains($0.name.lowercased()) }
     }
 }

@@ -290,7 +290,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         pool.acquire(call.route.upstream).whenComplete { [self] result in
             guard self.call != nil else {
                 // The call ended (deadline, client gone) while we waited.
-                if case .success(let connection) = result { pool.release(connection) }
+                if case .success(let connection) = result { connection.giveBack() }
                 return
             }
             switch result {
@@ -320,10 +320,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     func upstreamHead(_ upstreamHead: HTTPResponseHead) {
         guard var call else { return }
         var headers = HeaderList(upstreamHead.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
-        let named = Set(headers.values("Connection").flatMap { $0.split(separator: ",") }.map {
-            $0.filter { $0 != " " && $0 != "\t" }.lowercased()
-        })
-        headers.removeAll { UpstreamRequest.hopByHop.contains($0.name.lowercased()) || named.contains($0.name.lowercased()) }
+        headers.removeHopByHop()
         headers.set("X-Request-Id", call.requestID)
         call.route.config.responseHeaders.apply(to: &headers)
         var nioHeaders = HTTPHeaders(headers.map { ($0.name, $0.value) })
@@ -340,7 +337,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         log.bytes += buffer.readableBytes
         // Flushed once per upstream read batch (upstreamReadComplete), not per part.
         context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-        if !context.channel.isWritable { call?.connection?.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in } }
+        if !context.channel.isWritable { call?.connection?.setReading(false) }
     }
 
     func upstreamEnd() {
@@ -377,9 +374,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, let connection = call?.connection {
-            connection.channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in }
-        }
+        if context.channel.isWritable { call?.connection?.setReading(true) }
         context.fireChannelWritabilityChanged()
     }
 

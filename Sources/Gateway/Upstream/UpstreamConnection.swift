@@ -16,10 +16,13 @@ protocol UpstreamResponseDelegate: AnyObject {
 }
 
 /// One keep-alive HTTP/1.1 connection to an upstream, owned by a pool on
-/// one event loop. Not Sendable on purpose: it lives on its loop only.
+/// one event loop — or one HTTP/2 stream on a shared upstream connection
+/// (`isStream`), which carries a single request and is never pooled. Not
+/// Sendable on purpose: it lives on its loop only.
 final class UpstreamConnection {
     let channel: Channel
     let upstream: String
+    let isStream: Bool
     /// How many requests this connection has carried (a reused connection may
     /// have been closed by the upstream just as we sent: safe to replay once).
     private(set) var uses = 0
@@ -30,10 +33,13 @@ final class UpstreamConnection {
     /// ends before it leaves the connection's framing unfinished, never reusable.
     private var requestComplete = true
     weak var pool: UpstreamPool?
+    /// Reading paused because the client cannot take the answer as fast.
+    private var readingPaused = false
 
-    init(channel: Channel, upstream: String) {
+    init(channel: Channel, upstream: String, isStream: Bool = false) {
         self.channel = channel
         self.upstream = upstream
+        self.isStream = isStream
     }
 
     var isBusy: Bool { delegate != nil }
@@ -68,6 +74,19 @@ final class UpstreamConnection {
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
     }
 
+    /// Backpressure from a slow client: stop (or resume) reading the answer.
+    func setReading(_ on: Bool) {
+        guard readingPaused == on else { return }
+        readingPaused = !on
+        channel.setOption(ChannelOptions.autoRead, value: on).whenComplete { _ in }
+    }
+
+    /// The call ended before the connection was used: pooled connections go
+    /// back to the pool, a stream is closed.
+    func giveBack() {
+        if isStream { channel.close(promise: nil) } else { pool?.release(self) }
+    }
+
     /// The caller gives up (client gone, deadline passed): the connection is
     /// in an unknown state and is closed, not reused.
     func abandon() {
@@ -77,7 +96,15 @@ final class UpstreamConnection {
 
     fileprivate func finish() {
         delegate = nil
-        if keepAlive, requestComplete, channel.isActive { pool?.release(self) } else { channel.close(promise: nil) }
+        if isStream {
+            // The stream closes by itself once both sides ended; reset it if ours had not.
+            if !requestComplete { channel.close(promise: nil) }
+        } else if keepAlive, requestComplete, channel.isActive {
+            setReading(true)
+            pool?.release(self)
+        } else {
+            channel.close(promise: nil)
+        }
     }
 }
 
@@ -119,7 +146,7 @@ final class UpstreamResponseHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        connection.pool?.closed(connection)
+        if !connection.isStream { connection.pool?.closed(connection) }
         if let delegate = connection.delegate {
             connection.delegate = nil
             delegate.upstreamFailed(.reset("the upstream closed the connection"), responseStarted: connection.responseStarted)

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -14,6 +15,9 @@ final class UpstreamPool {
     private var idle: [String: [UpstreamConnection]] = [:]
     private var open: [String: Int] = [:]
     private var waiters: [String: CircularBuffer<EventLoopPromise<UpstreamConnection>>] = [:]
+    /// HTTP/2 upstreams: one multiplexed connection per upstream per loop
+    /// (being set up, or up); each call opens a stream on it.
+    private var sessions: [String: EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer>] = [:]
 
     init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext]) {
         self.tlsContexts = tlsContexts
@@ -33,9 +37,7 @@ final class UpstreamPool {
         guard let url = upstream.url else {
             return eventLoop.makeFailedFuture(UpstreamError.unsupported("echo is answered in process"))
         }
-        if upstream.http2 {
-            return eventLoop.makeFailedFuture(UpstreamError.unsupported("HTTP/2 upstreams are not supported yet"))
-        }
+        if upstream.http2 { return openStream(upstream, url: url) }
         if open[upstream.name, default: 0] >= connectionsPerUpstream[upstream.name, default: 1] {
             let promise = eventLoop.makePromise(of: UpstreamConnection.self)
             waiters[upstream.name, default: []].append(promise)
@@ -43,6 +45,53 @@ final class UpstreamPool {
         }
         open[upstream.name, default: 0] += 1
         return connect(upstream, url: url)
+    }
+
+    private func openStream(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<UpstreamConnection> {
+        let name = upstream.name
+        let session = sessions[name] ?? connectHTTP2(upstream, url: url)
+        sessions[name] = session
+        return session.flatMap { multiplexer in
+            multiplexer.createStreamChannel { stream in
+                stream.eventLoop.makeCompletedFuture {
+                    let connection = UpstreamConnection(channel: stream, upstream: name, isStream: true)
+                    try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: url.isTLS ? .https : .http))
+                    try stream.pipeline.syncOperations.addHandler(UpstreamResponseHandler(connection: connection))
+                }
+            }
+        }.flatMapThrowing { stream in
+            try stream.pipeline.syncOperations.handler(type: UpstreamResponseHandler.self).connection
+        }.flatMapErrorThrowing { error in
+            throw error as? UpstreamError ?? UpstreamError.refusedStream("\(url.authority): \(error)")
+        }
+    }
+
+    /// h2c by prior knowledge for http URLs, h2 by ALPN for https ones.
+    private func connectHTTP2(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer> {
+        let name = upstream.name
+        let tls = tlsContexts[name]
+        let serverName = upstream.tls.serverName ?? (url.host.isIPAddress ? nil : url.host)
+        let timeout = upstream.connectTimeout.components
+        return ClientBootstrap(group: eventLoop)
+            .connectTimeout(.nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName)) }
+                    _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                        mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()
+                    ) { stream in stream.close() }  // an upstream does not open streams towards us
+                }
+            }
+            .connect(host: url.host, port: url.port)
+            .flatMapThrowing { channel in
+                channel.closeFuture.whenComplete { [self] _ in sessions[name] = nil }
+                return try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer()
+            }
+            .flatMapError { [self] error in
+                sessions[name] = nil
+                return eventLoop.makeFailedFuture(UpstreamError.connectFailure("\(url.authority): \(error)"))
+            }
     }
 
     private func connect(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<UpstreamConnection> {
@@ -110,6 +159,7 @@ final class UpstreamPools: @unchecked Sendable {
         var contexts: [String: NIOSSLContext] = [:]
         for upstream in upstreams where upstream.url?.isTLS == true {
             var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.applicationProtocols = upstream.http2 ? ["h2"] : ["http/1.1"]
             if let caFile = upstream.tls.caFile { configuration.additionalTrustRoots = [.file(caFile)] }
             do {
                 contexts[upstream.name] = try NIOSSLContext(configuration: configuration)

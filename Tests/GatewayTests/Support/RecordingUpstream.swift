@@ -1,6 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -33,13 +34,16 @@ final class RecordingUpstream: @unchecked Sendable {
     let keepBodies: Bool
     /// When set, the upstream speaks HTTPS.
     let tls: NIOSSLContext?
+    /// HTTP/2 (h2c by prior knowledge) instead of HTTP/1.1.
+    let http2: Bool
     private(set) var port = 0
     private var channel: Channel?
 
-    init(keepBodies: Bool = true, tls: NIOSSLContext? = nil,
+    init(keepBodies: Bool = true, tls: NIOSSLContext? = nil, http2: Bool = false,
          script: @escaping @Sendable (Request) -> Reply = { _ in .respond(status: 200, headers: [], body: Array("ok".utf8)) }) {
         self.keepBodies = keepBodies
         self.tls = tls
+        self.http2 = http2
         self.script = script
     }
 
@@ -49,10 +53,21 @@ final class RecordingUpstream: @unchecked Sendable {
     func start() async throws -> Int {
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { [state, script, keepBodies, tls] channel in
+            .childChannelInitializer { [state, script, keepBodies, tls, http2] channel in
                 state.withLockedValue { $0.connections += 1 }
                 return channel.eventLoop.makeCompletedFuture {
                     if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls)) }
+                    if http2 {
+                        _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                            mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()
+                        ) { stream in
+                            stream.eventLoop.makeCompletedFuture {
+                                try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                                try stream.pipeline.syncOperations.addHandler(Handler(state: state, script: script, keepBodies: keepBodies))
+                            }
+                        }
+                        return
+                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(Handler(state: state, script: script, keepBodies: keepBodies))
                 }
