@@ -94,7 +94,7 @@ http {{ access_log off; keepalive_requests 1000000; client_body_temp_path {work}
 fastcgi_temp_path {work}; uwsgi_temp_path {work}; scgi_temp_path {work};
 """
 upstream_conf = write("upstream.conf", nginx_common % ("upstream", "upstream") + f"""
-server {{ listen 127.0.0.1:{upstream_port}; location / {{ return 200 "hello world\\n"; }} }}
+server {{ listen 127.0.0.1:{upstream_port}; client_max_body_size 0; location / {{ return 200 "hello world\\n"; }} }}
 server {{ listen 127.0.0.1:{upstream_h2_port} http2; location / {{ return 200 "hello world\\n"; }} }}
 }}""")
 proxy_conf = write("nginx.conf", nginx_common % ("nginx", "nginx") + f"""
@@ -185,6 +185,32 @@ try:
             rss = "—" if name == "direct" else f"{idle_rss[name]:.0f} / {rss_mib(servers[name]):.0f}"
             print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rss} | {ratio('direct')} | {ratio('nginx')} | "
                   f"{ratio('haproxy')} | {failed:.0f} |")
+
+    # Memory: a 1 GiB upload streamed through, then idle connections held open.
+    gw = servers["gatewayd"]
+    status = lambda field: int(next(l for l in open(f"/proc/{gw.pid}/status") if l.startswith(field)).split()[1]) / 1024
+    before_upload = status("VmRSS:")
+    upload = subprocess.run(["sh", "-c", f"head -c {1 << 30} /dev/zero | curl -s -o /dev/null -w '%{{http_code}}' "
+                             f"-T - http://127.0.0.1:{ports['gatewayd']}/upload"], capture_output=True, text=True).stdout
+    upload_peak = status("VmHWM:")
+    base_rss = rss_mib(gw)
+    idle = []
+    for _ in range(1000):
+        c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
+        c.sendall(b"GET / HTTP/1.1\r\nHost: b\r\n\r\n")
+        idle.append(c)
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+    for _ in range(100):
+        c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
+        c.sendall(preface)
+        idle.append(c)
+    time.sleep(1.5)
+    held_rss = rss_mib(gw)
+    for c in idle:
+        c.close()
+    print(f"\nMemory (gatewayd): at start {idle_rss['gatewayd']:.0f} MiB; 1 GiB streamed upload (status {upload}): peak "
+          f"{upload_peak:.0f} MiB, {upload_peak - before_upload:+.0f} MiB over the RSS before it; then {base_rss:.0f} MiB, "
+          f"and {held_rss:.0f} MiB holding 1,000 idle HTTP/1.1 + 100 HTTP/2 connections")
 except BaseException:
     stop_all()
     print(f"logs kept in {work}", file=sys.stderr)
