@@ -20,6 +20,11 @@ import Testing
         #expect(form.contains(#""path":"/legacy/order.php""#))
         #expect(form.contains(#"["Content-Type","application/x-www-form-urlencoded"],["Content-Length","14"]],"body":"item=A+1&qty=2"}"#))
 
+        let unsupported = try curl(["-i", "\(base)/orders", "-H", "Content-Type: text/xml", "-d", "<order/>"]).text
+        #expect(unsupported.hasPrefix("HTTP/1.1 415 Unsupported Media Type\r\n"))
+        #expect(unsupported.contains(#""type":"urn:gatewayd:problem:unsupported-body""#))
+        #expect(unsupported.contains(#""route":"orders""#))
+
         let notFound = try curl(["-i", "\(base)/nothing"]).text
         #expect(notFound.hasPrefix("HTTP/1.1 404 Not Found\r\n"))
         #expect(notFound.hasSuffix(#"{"type":"urn:gatewayd:problem:no-route","title":"No route matches","status":404,"detail":"no route matches GET /nothing"}"#))
