@@ -1,61 +1,53 @@
 import Foundation
 import Testing
 
-/// A large upload through the built binary must not grow its memory with the
-/// body's size: pass-through routes stream, with backpressure.
+/// Large bodies through the built binary must not grow its memory with their
+/// size: pass-through routes stream both ways, with backpressure.
 @Suite struct StreamingMemoryTests {
-    static let uploadBytes = 256 << 20
-
-    @Test func largeUploadKeepsMemoryBounded() async throws {
-        let upstream = RecordingUpstream(keepBodies: false) { request in
-            .respond(status: 200, headers: [], body: Array("\(request.bodyCount)".utf8))
-        }
+    /// Runs `body` against the gatewayd binary routing everything to `upstream`,
+    /// and returns how far the daemon's peak RSS rose above its RSS before.
+    func peakGrowth(through upstream: RecordingUpstream, _ body: (SpawnedGateway) throws -> Void) async throws -> Int {
         let upstreamPort = try await upstream.start()
         defer { Task { await upstream.stop() } }
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("stream-\(getpid()).yaml")
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("stream-\(getpid())-\(upstreamPort).yaml")
         try """
             listeners: [{address: 127.0.0.1:0}]
-            upstreams: {sink: {url: "http://127.0.0.1:\(upstreamPort)"}}
-            routes: [{name: upload, upstream: sink}]
+            upstreams: {other: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes: [{name: pass, upstream: other}]
             """.write(to: config, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: config) }
-
         let gateway = try SpawnedGateway(config: config.path)
         defer { gateway.stop() }
         let before = try gateway.residentBytes()
-        let upload = try runPeer("/bin/sh", ["-c",
-            "head -c \(Self.uploadBytes) /dev/zero | curl -s --max-time 120 -T - -H 'Content-Type: application/octet-stream' http://127.0.0.1:\(gateway.port)/upload"])
-        #expect(upload.text == "\(Self.uploadBytes)")
-        let peak = try gateway.peakResidentBytes()
-        #expect(peak - before < 16 << 20, "peak RSS \(peak >> 20) MiB vs \(before >> 20) MiB before a \(Self.uploadBytes >> 20) MiB upload")
+        try body(gateway)
+        return try gateway.peakResidentBytes() - before
     }
-}
 
-extension StreamingMemoryTests {
-    /// A large answer to a client that reads slowly: the gateway stops reading
-    /// the upstream instead of buffering the answer.
+    @Test func largeUploadKeepsMemoryBounded() async throws {
+        let size = 256 << 20
+        let sink = RecordingUpstream(keepBodies: false) { request in
+            .respond(status: 200, headers: [], body: Array("\(request.bodyCount)".utf8))
+        }
+        let growth = try await peakGrowth(through: sink) { gateway in
+            let upload = try runPeer("/bin/sh", ["-c", "head -c \(size) /dev/zero | curl -s --max-time 120 -T - "
+                + "-H 'Content-Type: application/octet-stream' http://127.0.0.1:\(gateway.port)/upload"])
+            #expect(upload.text == "\(size)")
+        }
+        #expect(growth < 16 << 20, "peak RSS grew \(growth >> 20) MiB during a \(size >> 20) MiB upload")
+    }
+
+    /// A client that reads slowly: the gateway stops reading the upstream
+    /// instead of buffering the answer.
     @Test func largeDownloadToASlowClientKeepsMemoryBounded() async throws {
         let size = 96 << 20
         let body = [UInt8](repeating: 0x61, count: size)
-        let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: body) }
-        let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("download-\(getpid()).yaml")
-        try """
-            listeners: [{address: 127.0.0.1:0}]
-            upstreams: {source: {url: "http://127.0.0.1:\(upstreamPort)"}}
-            routes: [{name: download, upstream: source}]
-            """.write(to: config, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: config) }
-
-        let gateway = try SpawnedGateway(config: config.path)
-        defer { gateway.stop() }
-        let before = try gateway.residentBytes()
-        let download = try runPeer("/usr/bin/curl", ["-s", "--max-time", "60", "--limit-rate", "32M", "-o", "/dev/null",
-                                                     "-w", "%{size_download}", "http://127.0.0.1:\(gateway.port)/big"])
-        #expect(download.text == "\(size)")
-        let peak = try gateway.peakResidentBytes()
-        #expect(peak - before < 24 << 20, "peak RSS \(peak >> 20) MiB vs \(before >> 20) MiB before a \(size >> 20) MiB download")
+        let source = RecordingUpstream { _ in .respond(status: 200, headers: [], body: body) }
+        let growth = try await peakGrowth(through: source) { gateway in
+            let download = try runPeer("/usr/bin/curl", ["-s", "--max-time", "60", "--limit-rate", "32M", "-o", "/dev/null",
+                                                         "-w", "%{size_download}", "http://127.0.0.1:\(gateway.port)/big"])
+            #expect(download.text == "\(size)")
+        }
+        #expect(growth < 24 << 20, "peak RSS grew \(growth >> 20) MiB during a \(size >> 20) MiB download")
     }
 }
 
