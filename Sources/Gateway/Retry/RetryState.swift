@@ -1,0 +1,95 @@
+import Rewriter
+
+/// One call's walk through its route's validator chain and retry policy,
+/// written as a state machine with explicit events and actions (AHC's shape),
+/// generic over a clock so it is tested without I/O or real time. The
+/// policy is the route's, immutable; this state is the call's own.
+public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
+    public enum Action: Sendable, Equatable {
+        /// Hand this try's answer to the client.
+        case accept
+        /// The client gets a 502 problem naming `validator`.
+        case fail(validator: String)
+        /// Try again after `delay`; `reason` labels logs and metrics.
+        case retry(after: Duration, reason: String)
+        /// Call the refresh request, then try again.
+        case refreshThenRetry(RefreshSpec)
+        /// No try left (or not allowed): the last answer goes to the client as
+        /// it is, or a transport failure becomes a 502 (504 once the deadline passed).
+        case giveUp(reason: String)
+    }
+
+    public let policy: RetryPolicy?
+    public let validators: [ValidatorSpec]
+    public let deadline: C.Instant?
+    /// The request's body is buffered, so it can be replayed byte for byte.
+    public let replayable: Bool
+    private let methodAllowed: Bool
+    public private(set) var tries = 0
+
+    public init(policy: RetryPolicy?, validators: [ValidatorSpec], method: String, replayable: Bool, deadline: C.Instant?) {
+        self.policy = policy
+        self.validators = validators
+        self.deadline = deadline
+        self.replayable = replayable
+        methodAllowed = policy?.methods.contains(method) ?? false
+    }
+
+    /// A try ended with `outcome` at `now`: what happens next.
+    public mutating func tryFinished(_ outcome: TryOutcome, now: C.Instant, random: inout some RandomNumberGenerator) -> Action {
+        tries += 1
+        for validator in validators {
+            switch validator.evaluate(outcome) {
+            case .next: continue
+            case .accept: return .accept
+            case .pass: return .accept
+            case .fail: return .fail(validator: validator.label)
+            case .retry: return retryIfAllowed(reason: validator.label, outcome: outcome, now: now, random: &random)
+            case .refresh(let spec):
+                guard canRetry(now: now, delay: .zero) else { return .giveUp(reason: "no try left after \(validator.label)") }
+                return .refreshThenRetry(spec)
+            }
+        }
+        if let condition = matchingCondition(outcome) {
+            return retryIfAllowed(reason: condition, outcome: outcome, now: now, random: &random)
+        }
+        if case .failure(let error) = outcome { return .giveUp(reason: error.name) }
+        return .accept
+    }
+
+    private func matchingCondition(_ outcome: TryOutcome) -> String? {
+        guard let policy else { return nil }
+        for condition in policy.on {
+            switch (condition, outcome) {
+            case (.status(let range), .response(let status, _, _)) where range.contains(status): return "status-\(status)"
+            case (.connectFailure, .failure(let e)) where e.name == "connect-failure",
+                (.reset, .failure(let e)) where e.name == "reset",
+                (.timeout, .failure(let e)) where e.name == "timeout",
+                (.refusedStream, .failure(let e)) where e.name == "refused-stream":
+                return e.name
+            default: continue
+            }
+        }
+        return nil
+    }
+
+    private func retryIfAllowed(reason: String, outcome: TryOutcome, now: C.Instant, random: inout some RandomNumberGenerator) -> Action {
+        guard let policy else { return .giveUp(reason: "\(reason): no retry policy") }
+        var delay = policy.backoff.delay(forRetry: tries, random: &random)
+        if policy.honorRetryAfter, case .response(_, let headers, _) = outcome, let seconds = headers["Retry-After"].flatMap(Int64.init),
+            seconds >= 0
+        {
+            delay = .seconds(seconds)
+        }
+        guard canRetry(now: now, delay: delay) else { return .giveUp(reason: "\(reason): no try left") }
+        return .retry(after: delay, reason: reason)
+    }
+
+    /// Attempts remain, the method may be retried, the body can be replayed,
+    /// and the deadline leaves room for the wait and (when bounded) the try.
+    private func canRetry(now: C.Instant, delay: Duration) -> Bool {
+        guard let policy, tries < policy.attempts, methodAllowed, replayable else { return false }
+        guard let deadline else { return true }
+        return now.advanced(by: delay + (policy.perTryTimeout ?? .zero)) < deadline
+    }
+}
