@@ -50,6 +50,9 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         var requestID: String
         var connection: UpstreamConnection?
         var responseHeadSent = false
+        /// The route's validators and retry policy walked for this call (nil:
+        /// the route has neither, or validators that need the body: not yet).
+        var retry: RetryState<ContinuousClock>?
         /// No replay: already replayed once, or body bytes went upstream unbuffered.
         var replayed = false
     }
@@ -206,7 +209,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             route.config.responseHeaders.apply(to: &responseHeaders)
             return answer(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
         }
-        call = Call(requestHead: head, request: request, route: route, requestID: client.requestID)
+        call = Call(requestHead: head, request: request, route: route, requestID: client.requestID,
+                    retry: retryState(route, method: request.method, replayable: true))
         setDeadline(route.config.timeout ?? Self.defaultTimeout)
         modify(request, route: route, client: client, head: head) { [self] modified in
             var modified = modified
@@ -236,7 +240,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
         if !request.headers.contains("Content-Length") { request.headers.set("Transfer-Encoding", "chunked") }
         streaming = Streaming()
-        call = Call(requestHead: head, request: request, route: route, requestID: client.requestID, replayed: true)
+        call = Call(requestHead: head, request: request, route: route, requestID: client.requestID,
+                    retry: retryState(route, method: request.method, replayable: false), replayed: true)
         setClientReading(false)
         setDeadline(route.config.timeout ?? Self.defaultTimeout)
         modify(request, route: route, client: client, head: head) { [self] modified in
@@ -284,6 +289,47 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     static let defaultTimeout = Duration.seconds(60)
 
+    private func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<ContinuousClock>? {
+        let config = route.config
+        guard config.retry != nil || !config.validate.isEmpty, !config.validate.contains(where: \.readsBody) else { return nil }
+        return RetryState(policy: config.retry, validators: config.validate, method: method, replayable: replayable,
+                          deadline: .now + (config.timeout ?? Self.defaultTimeout))
+    }
+
+    /// Consults the call's retry state for one try's outcome; returns true when
+    /// the handler took care of it (a retry is scheduled, or the call failed).
+    private func decide(_ outcome: TryOutcome, upstreamStatus: Int?) -> Bool {
+        guard var call, var retry = call.retry else { return false }
+        let action = retry.tryFinished(outcome, now: .now, random: &random)
+        call.retry = retry
+        self.call = call
+        switch action {
+        case .accept, .giveUp, .refreshThenRetry:
+            // Refresh comes with the rest of the retry work; until then the answer passes.
+            return false
+        case .fail(let validator):
+            call.connection?.abandon()
+            self.call = nil
+            clearDeadline()
+            let status = upstreamStatus.map { " (upstream status \($0))" } ?? ""
+            answer(Problem(status: 502, code: "validator-failed", title: "Upstream answer refused",
+                           detail: "\(validator) refused the answer of upstream \(call.route.upstream.name)\(status)",
+                           route: call.route.config.name), to: call.requestHead, requestID: call.requestID)
+            return true
+        case .retry(let delay, _):
+            call.connection?.abandon()
+            self.call?.connection = nil
+            log.upstreamStatus = nil
+            if delay == .zero { forward() } else {
+                let (seconds, attoseconds) = delay.components
+                context.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) { [self] in
+                    if self.call != nil { forward() }
+                }
+            }
+            return true
+        }
+    }
+
     private func forward() {
         guard let call else { return }
         let pool = shared.pools.pool(for: context.eventLoop)
@@ -318,6 +364,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     // MARK: Response
 
     func upstreamHead(_ upstreamHead: HTTPResponseHead) {
+        if call?.retry != nil {
+            let headers = HeaderList(upstreamHead.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
+            let status = Int(upstreamHead.status.code)
+            if decide(.response(status: status, headers: headers, body: nil), upstreamStatus: status) { return }
+        }
         guard var call else { return }
         var headers = HeaderList(upstreamHead.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
         headers.removeHopByHop()
@@ -354,6 +405,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         guard let call else { return }
         // A reused keep-alive connection the upstream closed as we sent: the
         // request never reached it, so replay once on a fresh connection.
+        if !responseStarted, decide(.failure(error), upstreamStatus: nil) { return }
         if !responseStarted, !call.replayed, error.name == "reset", let connection = call.connection, connection.uses > 1 {
             self.call?.replayed = true
             self.call?.connection = nil

@@ -1,0 +1,67 @@
+import NIOConcurrencyHelpers
+import Testing
+@testable import Gateway
+
+/// Retries and validators on real sockets, against an upstream that fails on cue.
+@Suite struct RetryForwardingTests {
+    /// Answers each path's scripted statuses in turn, then 200.
+    static func flaky(_ script: [String: [Int]]) -> RecordingUpstream {
+        let counters = NIOLockedValueBox<[String: Int]>([:])
+        return RecordingUpstream { request in
+            let n = counters.withLockedValue { c -> Int in
+                c[request.uri, default: 0] += 1
+                return c[request.uri]!
+            }
+            let statuses = script[request.uri] ?? []
+            let status = n <= statuses.count ? statuses[n - 1] : 200
+            return .respond(status: status, headers: [("X-Try", "\(n)")], body: Array("try \(n): \(status)".utf8))
+        }
+    }
+
+    @Test func retriesStatusesAndTransportFailuresAndHonorsMethodsAndValidators() async throws {
+        let upstream = Self.flaky(["/a": [503, 503], "/b": [503, 503, 503], "/p": [503], "/v": [500]])
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams:
+              flaky: {url: "http://127.0.0.1:\(port)"}
+              dead: {url: "http://127.0.0.1:1", connect_timeout: 200ms}
+            routes:
+              - name: checked
+                match: {prefix: /v}
+                upstream: flaky
+                validate: [{status: 200-299, else: fail}]
+              - name: dead
+                match: {prefix: /dead}
+                upstream: dead
+                retry: {attempts: 3, backoff: {strategy: fixed, base: 10ms, jitter: false}}
+              - name: flaky
+                upstream: flaky
+                retry: {attempts: 3, on: [503], backoff: {strategy: exponential, base: 10ms, max: 100ms, jitter: false}}
+            """)
+        defer { Task { await gateway.stop() } }
+
+        let a = try curl(["-i", "\(gateway.base)/a"]).text
+        #expect(a.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(a.hasSuffix("try 3: 200"))
+        let b = try curl(["-i", "\(gateway.base)/b"]).text
+        #expect(b.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))  // tries ran out: the last answer as is
+        #expect(b.hasSuffix("try 3: 503"))
+        let post = try curl(["-i", "\(gateway.base)/p", "-d", "x=1"]).text
+        #expect(post.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))  // POST is not idempotent: one try
+        let validated = try curl(["-i", "\(gateway.base)/v"]).text
+        #expect(validated.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
+        #expect(validated.contains(#""type":"urn:gatewayd:problem:validator-failed""#))
+        #expect(validated.contains("routes[0].validate[0] (status 200-299) refused the answer of upstream flaky (upstream status 500)"))
+        let dead = try curl(["-i", "\(gateway.base)/dead"]).text
+        #expect(dead.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
+
+        let uris = upstream.requests.map(\.uri)
+        #expect(uris.filter { $0 == "/a" }.count == 3)
+        #expect(uris.filter { $0 == "/b" }.count == 3)
+        #expect(uris.filter { $0 == "/p" }.count == 1)
+        #expect(uris.filter { $0 == "/v" }.count == 1)
+        #expect(upstream.requests.filter { $0.uri == "/a" }.allSatisfy { $0.header("X-Request-Id") == upstream.requests[0].header("X-Request-Id") })
+    }
+}
