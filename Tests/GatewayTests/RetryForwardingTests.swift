@@ -64,4 +64,54 @@ import Testing
         #expect(uris.filter { $0 == "/v" }.count == 1)
         #expect(upstream.requests.filter { $0.uri == "/a" }.allSatisfy { $0.header("X-Request-Id") == upstream.requests[0].header("X-Request-Id") })
     }
+
+    @Test func bodyValidatorsAndPerTryTimeouts() async throws {
+        let counters = NIOLockedValueBox<[String: Int]>([:])
+        let big = [UInt8](repeating: 0x62, count: 300_000)
+        let upstream = RecordingUpstream { request in
+            let n = counters.withLockedValue { c -> Int in
+                c[request.uri, default: 0] += 1
+                return c[request.uri]!
+            }
+            switch (request.uri, n) {
+            case ("/json", 1): return .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"error":"busy"}"#.utf8))
+            case ("/json", _): return .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"data":[1,2]}"#.utf8))
+            case ("/big", _): return .respond(status: 200, headers: [], body: big)
+            case ("/slow", 1): return .respond(status: 200, headers: [], body: Array("late".utf8), delay: .seconds(2))
+            default: return .respond(status: 200, headers: [], body: Array("on time".utf8))
+            }
+        }
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            limits: {max_body_bytes: 100000}
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - name: slow
+                match: {path: /slow}
+                upstream: app
+                timeout: 5s
+                retry: {attempts: 2, per_try_timeout: 300ms, backoff: {strategy: immediate}}
+              - name: json
+                upstream: app
+                retry: {attempts: 3, backoff: {strategy: immediate}}
+                validate: [{json: {pointer: /error, absent: true}, else: retry}]
+            """)
+        defer { Task { await gateway.stop() } }
+
+        let json = try curl(["-i", "\(gateway.base)/json"]).text
+        #expect(json.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(json.hasSuffix(#"{"data":[1,2]}"#))
+        // Larger than the body limit: not held whole, passed through intact.
+        let large = try curl(["\(gateway.base)/big"])
+        #expect(large.out == big)
+        let slow = try curl(["-i", "\(gateway.base)/slow"]).text
+        #expect(slow.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(slow.hasSuffix("on time"))
+        let uris = upstream.requests.map(\.uri)
+        #expect(uris.filter { $0 == "/json" }.count == 2)
+        #expect(uris.filter { $0 == "/big" }.count == 1)
+        #expect(uris.filter { $0 == "/slow" }.count == 2)
+    }
 }

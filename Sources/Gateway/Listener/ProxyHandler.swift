@@ -51,8 +51,13 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         var connection: UpstreamConnection?
         var responseHeadSent = false
         /// The route's validators and retry policy walked for this call (nil:
-        /// the route has neither, or validators that need the body: not yet).
+        /// the route has neither).
         var retry: RetryState<ContinuousClock>?
+        /// An answer held back whole because a validator reads its body.
+        var heldHead: HTTPResponseHead?
+        var heldBody: [UInt8] = []
+        /// Counts tries, so a per-try timer of an earlier try does nothing.
+        var tryNumber = 0
         /// No replay: already replayed once, or body bytes went upstream unbuffered.
         var replayed = false
     }
@@ -279,6 +284,35 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         context.channel.setOption(ChannelOptions.autoRead, value: on).whenComplete { _ in }
     }
 
+    /// `retry.per_try_timeout`: a try that has not answered in time fails as
+    /// `timeout` (which the retry conditions may retry).
+    private func armPerTryTimeout() {
+        guard var call, let perTry = call.route.config.retry?.perTryTimeout else { return }
+        call.tryNumber += 1
+        self.call = call
+        let number = call.tryNumber
+        let (seconds, attoseconds) = perTry.components
+        context.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) { [self] in
+            guard let current = self.call, current.tryNumber == number, !current.responseHeadSent, let connection = current.connection else { return }
+            connection.abandon()
+            upstreamFailed(.timeout("no answer within per_try_timeout"), responseStarted: false)
+        }
+    }
+
+    /// Lets a held answer through as it is: its head, what was held of the
+    /// body, and from now on the rest as it arrives (too large to hold, or
+    /// the validators accepted it).
+    private func releaseHeldAnswer() {
+        guard let head = call?.heldHead, let body = call?.heldBody else { return }
+        call?.heldHead = nil
+        call?.heldBody = []
+        writeHead(head)
+        if !body.isEmpty {
+            log.bytes += body.count
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        }
+    }
+
     func upstreamReadComplete() {
         if call?.responseHeadSent == true { context.flush() }
     }
@@ -291,15 +325,18 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     private func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<ContinuousClock>? {
         let config = route.config
-        guard config.retry != nil || !config.validate.isEmpty, !config.validate.contains(where: \.readsBody) else { return nil }
+        guard config.retry != nil || !config.validate.isEmpty else { return nil }
         return RetryState(policy: config.retry, validators: config.validate, method: method, replayable: replayable,
                           deadline: .now + (config.timeout ?? Self.defaultTimeout))
     }
 
     /// Consults the call's retry state for one try's outcome; returns true when
     /// the handler took care of it (a retry is scheduled, or the call failed).
-    private func decide(_ outcome: TryOutcome, upstreamStatus: Int?) -> Bool {
+    /// `answerComplete`: the connection already finished its answer (and went
+    /// back to its pool), so it is not abandoned.
+    private func decide(_ outcome: TryOutcome, upstreamStatus: Int?, answerComplete: Bool = false) -> Bool {
         guard var call, var retry = call.retry else { return false }
+        if answerComplete { call.connection = nil }
         let action = retry.tryFinished(outcome, now: .now, random: &random)
         call.retry = retry
         self.call = call
@@ -342,6 +379,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             switch result {
             case .success(let connection):
                 self.call?.connection = connection
+                armPerTryTimeout()
                 guard var state = streaming else { return connection.send(call.request, delegate: self) }
                 connection.sendHead(call.request, delegate: self)
                 for buffer in state.pending { connection.sendBody(buffer) }
@@ -364,11 +402,20 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     // MARK: Response
 
     func upstreamHead(_ upstreamHead: HTTPResponseHead) {
+        if call?.retry != nil, call?.route.config.validate.contains(where: \.readsBody) == true {
+            call?.heldHead = upstreamHead
+            call?.heldBody = []
+            return
+        }
         if call?.retry != nil {
             let headers = HeaderList(upstreamHead.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
             let status = Int(upstreamHead.status.code)
             if decide(.response(status: status, headers: headers, body: nil), upstreamStatus: status) { return }
         }
+        writeHead(upstreamHead)
+    }
+
+    private func writeHead(_ upstreamHead: HTTPResponseHead) {
         guard var call else { return }
         var headers = HeaderList(upstreamHead.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
         headers.removeHopByHop()
@@ -385,6 +432,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     func upstreamBody(_ buffer: ByteBuffer) {
         guard call != nil else { return }
+        if call?.heldHead != nil {
+            call?.heldBody.append(contentsOf: buffer.readableBytesView)
+            if call!.heldBody.count > shared.config.limits.maxBodyBytes { releaseHeldAnswer() }
+            return
+        }
         log.bytes += buffer.readableBytes
         // Flushed once per upstream read batch (upstreamReadComplete), not per part.
         context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
@@ -392,6 +444,12 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     func upstreamEnd() {
+        if let held = call?.heldHead, let body = call?.heldBody {
+            let headers = HeaderList(held.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
+            let status = Int(held.status.code)
+            if decide(.response(status: status, headers: headers, body: body), upstreamStatus: status, answerComplete: true) { return }
+            releaseHeldAnswer()
+        }
         guard let call else { return }
         self.call = nil
         clearDeadline()
