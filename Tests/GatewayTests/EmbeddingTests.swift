@@ -78,6 +78,39 @@ import Testing
     }
 }
 
+extension EmbeddingTests {
+    struct Teapots: ResponseValidator {
+        func validate(_ outcome: TryOutcome, route: String) -> ValidatorSpec.Action {
+            guard case .response(let status, let headers, _) = outcome else { return .next }
+            if headers["X-Bad"] != nil { return .fail }
+            return status == 418 ? .retry : .next
+        }
+    }
+
+    @Test func responseValidatorsJoinEveryChain() async throws {
+        let counters = NIOLockedValueBox(0)
+        let upstream = RecordingUpstream { request in
+            let n = counters.withLockedValue { $0 += 1; return $0 }
+            if request.uri == "/bad" { return .respond(status: 200, headers: [("X-Bad", "1")], body: []) }
+            return .respond(status: n == 1 ? 418 : 200, headers: [], body: Array("try \(n)".utf8))
+        }
+        let port = try await upstream.start()
+        let config = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {legacy: {url: "http://127.0.0.1:\(port)"}}
+            routes: [{name: api, upstream: legacy, retry: {attempts: 2, backoff: {strategy: immediate}}}]
+            """).config
+        let server = GatewayServer(config: config, validators: [Teapots()], threads: 1)
+        let gatewayPort = try await server.start()[0].port!
+        defer { Task { try await server.shutdown(); await upstream.stop() } }
+
+        #expect(try curl(["http://127.0.0.1:\(gatewayPort)/tea"]).text == "try 2")
+        let bad = try curl(["-i", "http://127.0.0.1:\(gatewayPort)/bad"]).text
+        #expect(bad.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
+        #expect(bad.contains("validator Teapots refused the answer of upstream legacy (upstream status 200)"))
+    }
+}
+
 /// A LogHandler that keeps each line's metadata as strings.
 final class LogLines: LogHandler, @unchecked Sendable {
     private let lines = NIOLockedValueBox<[[String: String]]>([])

@@ -14,17 +14,20 @@ public actor GatewayServer {
     private let config: GatewayConfig
     private let group: MultiThreadedEventLoopGroup
     private let modifiers: [any RequestModifier]
+    private let validators: [any ResponseValidator]
     private let logger: Logger
     private var channels: [Channel] = []
 
     /// `modifiers` run, in order, on every upstream request after the config's
-    /// header rules. `logger` receives the access log (one line per call).
+    /// header rules; `validators` judge every answer after each route's own
+    /// chain. `logger` receives the access log (one line per call).
     public init(
-        config: GatewayConfig, modifiers: [any RequestModifier] = [], logger: Logger = Logger(label: "gatewayd.access"),
-        threads: Int = System.coreCount
+        config: GatewayConfig, modifiers: [any RequestModifier] = [], validators: [any ResponseValidator] = [],
+        logger: Logger = Logger(label: "gatewayd.access"), threads: Int = System.coreCount
     ) {
         self.config = config
         self.modifiers = modifiers
+        self.validators = validators
         var logger = logger
         logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
         self.logger = logger
@@ -38,7 +41,7 @@ public actor GatewayServer {
         var addresses: [SocketAddress] = []
         for listener in config.listeners {
             let tls = try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }
-            let shared = ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers,
+            let shared = ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
                                          accessLog: AccessLog(logger: logger, enabled: config.logging.accessLog),
                                          scheme: tls == nil ? "http" : "https")
             let protocols = listener.protocols

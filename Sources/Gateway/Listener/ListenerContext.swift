@@ -5,12 +5,14 @@ final class ListenerContext: Sendable {
     let router: Router
     let pools: UpstreamPools
     let modifiers: [any RequestModifier]
+    let validators: [any ResponseValidator]
     let accessLog: AccessLog
     /// `http` or `https`: what X-Forwarded-Proto says.
     let scheme: String
 
-    init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier], accessLog: AccessLog,
-         scheme: String) {
+    init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier],
+         validators: [any ResponseValidator], accessLog: AccessLog, scheme: String) {
+        self.validators = validators
         self.config = config
         self.router = router
         self.pools = pools

@@ -325,9 +325,9 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     private func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<ContinuousClock>? {
         let config = route.config
-        guard config.retry != nil || !config.validate.isEmpty else { return nil }
-        return RetryState(policy: config.retry, validators: config.validate, method: method, replayable: replayable,
-                          deadline: .now + (config.timeout ?? Self.defaultTimeout))
+        guard config.retry != nil || !config.validate.isEmpty || !shared.validators.isEmpty else { return nil }
+        return RetryState(policy: config.retry, validators: config.validate, custom: shared.validators, route: config.name,
+                          method: method, replayable: replayable, deadline: .now + (config.timeout ?? Self.defaultTimeout))
     }
 
     /// Consults the call's retry state for one try's outcome; returns true when
@@ -402,7 +402,9 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     // MARK: Response
 
     func upstreamHead(_ upstreamHead: HTTPResponseHead) {
-        if call?.retry != nil, call?.route.config.validate.contains(where: \.readsBody) == true {
+        if call?.retry != nil,
+            call?.route.config.validate.contains(where: \.readsBody) == true || shared.validators.contains(where: \.readsBody)
+        {
             call?.heldHead = upstreamHead
             call?.heldBody = []
             return

@@ -21,15 +21,23 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
 
     public let policy: RetryPolicy?
     public let validators: [ValidatorSpec]
+    /// The embedder's validators, after the configured ones.
+    public let custom: [any ResponseValidator]
+    private let route: String
     public let deadline: C.Instant?
     /// The request's body is buffered, so it can be replayed byte for byte.
     public let replayable: Bool
     private let methodAllowed: Bool
     public private(set) var tries = 0
 
-    public init(policy: RetryPolicy?, validators: [ValidatorSpec], method: String, replayable: Bool, deadline: C.Instant?) {
+    public init(
+        policy: RetryPolicy?, validators: [ValidatorSpec], custom: [any ResponseValidator] = [], route: String = "",
+        method: String, replayable: Bool, deadline: C.Instant?
+    ) {
         self.policy = policy
         self.validators = validators
+        self.custom = custom
+        self.route = route
         self.deadline = deadline
         self.replayable = replayable
         methodAllowed = policy?.methods.contains(method) ?? false
@@ -38,15 +46,17 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
     /// A try ended with `outcome` at `now`: what happens next.
     public mutating func tryFinished(_ outcome: TryOutcome, now: C.Instant, random: inout some RandomNumberGenerator) -> Action {
         tries += 1
-        for validator in validators {
-            switch validator.evaluate(outcome) {
+        let answers = validators.lazy.map { ($0.evaluate(outcome), $0.label) }
+            + custom.lazy.map { ($0.validate(outcome, route: self.route), $0.label) }
+        for (answer, label) in answers {
+            switch answer {
             case .next: continue
             case .accept: return .accept
             case .pass: return .accept
-            case .fail: return .fail(validator: validator.label)
-            case .retry: return retryIfAllowed(reason: validator.label, outcome: outcome, now: now, random: &random)
+            case .fail: return .fail(validator: label)
+            case .retry: return retryIfAllowed(reason: label, outcome: outcome, now: now, random: &random)
             case .refresh(let spec):
-                guard canRetry(now: now, delay: .zero) else { return .giveUp(reason: "no try left after \(validator.label)") }
+                guard canRetry(now: now, delay: .zero) else { return .giveUp(reason: "no try left after \(label)") }
                 return .refreshThenRetry(spec)
             }
         }
