@@ -114,4 +114,24 @@ import Testing
         #expect(uris.filter { $0 == "/big" }.count == 1)
         #expect(uris.filter { $0 == "/slow" }.count == 2)
     }
+
+    @Test func retryBudgetStopsARetryStorm() async throws {
+        let upstream = RecordingUpstream { _ in .respond(status: 503, headers: [], body: Array("down".utf8)) }
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - name: app
+                upstream: app
+                retry: {attempts: 3, on: [503], backoff: {strategy: immediate}, budget: {ratio: 0.1, window: 1m, min_retries: 2}}
+            """)
+        defer { Task { await gateway.stop() } }
+        for _ in 1...5 {
+            #expect(try curl(["-i", "\(gateway.base)/x"]).text.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))
+        }
+        // 5 calls; the budget allows max(2, 10% of calls) = 2 retries in the window.
+        #expect(upstream.requests.count == 7)
+    }
 }

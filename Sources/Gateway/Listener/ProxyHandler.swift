@@ -326,6 +326,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     private func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<ContinuousClock>? {
         let config = route.config
         guard config.retry != nil || !config.validate.isEmpty || !shared.validators.isEmpty else { return nil }
+        route.retryBudget?.callStarted()
         return RetryState(policy: config.retry, validators: config.validate, custom: shared.validators, route: config.name,
                           method: method, replayable: replayable, deadline: .now + (config.timeout ?? Self.defaultTimeout))
     }
@@ -340,7 +341,9 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         let action = retry.tryFinished(outcome, now: .now, random: &random)
         call.retry = retry
         self.call = call
-        switch action {
+        var decided = action
+        if case .retry = action, let budget = call.route.retryBudget, !budget.takeRetry() { decided = .giveUp(reason: "retry budget spent") }
+        switch decided {
         case .accept, .giveUp, .refreshThenRetry:
             // Refresh comes with the rest of the retry work; until then the answer passes.
             return false

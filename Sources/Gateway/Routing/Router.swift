@@ -8,10 +8,13 @@ public final class Route: Sendable {
     /// Nothing reads the request body (no rewrite, no body validator, not echo):
     /// it streams upstream as it arrives.
     public let streamsBody: Bool
+    /// Shared by every call of the route, on every event loop.
+    let retryBudget: RetryBudget?
 
     init(config: RouteConfig, upstream: UpstreamConfig) {
         self.config = config
         self.upstream = upstream
+        retryBudget = config.retry?.budget.map(RetryBudget.init)
         streamsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
     }
 }

@@ -1,0 +1,44 @@
+import NIOCore
+import Synchronization
+
+/// Envoy-style retry budget for one route, shared by every event loop: within
+/// each `window`, retries may be at most `ratio` of the calls, but
+/// `minRetries` are always allowed, so retries cannot multiply load during
+/// an outage.
+final class RetryBudget: Sendable {
+    private struct Window {
+        var id: Int64
+        var calls = 0
+        var retries = 0
+    }
+
+    let budget: RetryPolicy.Budget
+    private let window = Mutex(Window(id: 0))
+
+    init(_ budget: RetryPolicy.Budget) { self.budget = budget }
+
+    private var windowID: Int64 {
+        let length = max(1, RetryPolicy.Backoff.nanoseconds(budget.window))
+        return Int64(NIODeadline.now().uptimeNanoseconds / UInt64(length))
+    }
+
+    func callStarted() {
+        let id = windowID
+        window.withLock { w in
+            if w.id != id { w = Window(id: id) }
+            w.calls += 1
+        }
+    }
+
+    /// Takes one retry from the budget when there is one left.
+    func takeRetry() -> Bool {
+        let id = windowID
+        return window.withLock { w in
+            if w.id != id { w = Window(id: id) }
+            let allowed = max(budget.minRetries, Int(budget.ratio * Double(w.calls)))
+            guard w.retries < allowed else { return false }
+            w.retries += 1
+            return true
+        }
+    }
+}
