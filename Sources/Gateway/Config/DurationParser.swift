@@ -34,7 +34,7 @@ enum DurationParser {
             if seconds % 60 == 0 && seconds != 0 { return "\(seconds / 60)m" }
             return "\(seconds)s"
         }
-        let nanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let nanos = duration.nanosecondCount
         if nanos % 1_000_000 == 0 { return "\(nanos / 1_000_000)ms" }
         if nanos % 1000 == 0 { return "\(nanos / 1000)us" }
         return "\(nanos)ns"

@@ -52,10 +52,9 @@ public actor GatewayServer {
                 .childChannelInitializer { channel in
                     // Until the protocol is known (preface read, TLS handshake and ALPN
                     // done), nothing else times out a client that sends nothing.
-                    let headerTimeout = shared.config.limits.headerTimeout.components
-                    let start = channel.eventLoop.scheduleTask(
-                        in: .nanoseconds(headerTimeout.seconds * 1_000_000_000 + headerTimeout.attoseconds / 1_000_000_000)
-                    ) { channel.close(promise: nil) }
+                    let start = channel.eventLoop.scheduleTask(in: shared.config.limits.headerTimeout.timeAmount) {
+                        channel.close(promise: nil)
+                    }
                     let configure: @Sendable (Channel, Bool) throws -> Void = { channel, http2 in
                         start.cancel()
                         try Self.configure(channel, http2: http2, shared: shared)
@@ -116,8 +115,7 @@ public actor GatewayServer {
         // swift-nio-http2's own connection manager: GOAWAY once idle for
         // `idle_timeout`; a keepalive PING every `idle_timeout` closes a peer
         // that stops answering (one that ignored the GOAWAY, or vanished).
-        let idle = shared.config.limits.idleTimeout.components
-        let idleTime = TimeAmount.nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000)
+        let idleTime = shared.config.limits.idleTimeout.timeAmount
         let manager = NIOHTTP2ServerConnectionManagementHandler(
             eventLoop: channel.eventLoop,
             configuration: .init(maxIdleTime: idleTime, maxAge: nil, maxGraceTime: idleTime,

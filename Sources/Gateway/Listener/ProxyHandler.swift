@@ -147,7 +147,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     private func clientHeaders(_ head: HTTPRequestHead) -> HeaderList {
-        var headers = HeaderList(head.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
+        var headers = HeaderList(head.headers)
         if !headers.contains("Host"), let authority = headers[":authority"] { headers.set("Host", authority) }
         return headers
     }
@@ -291,8 +291,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         call.tryNumber += 1
         self.call = call
         let number = call.tryNumber
-        let (seconds, attoseconds) = perTry.components
-        context.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) { [self] in
+        context.eventLoop.scheduleTask(in: perTry.timeAmount) { [self] in
             guard let current = self.call, current.tryNumber == number, !current.responseHeadSent, let connection = current.connection else { return }
             connection.abandon()
             upstreamFailed(.timeout("no answer within per_try_timeout"), responseStarted: false)
@@ -302,11 +301,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     /// Lets a held answer through as it is: its head, what was held of the
     /// body, and from now on the rest as it arrives (too large to hold, or
     /// the validators accepted it).
-    private func releaseHeldAnswer() {
+    private func releaseHeldAnswer(headers: HeaderList? = nil) {
         guard let head = call?.heldHead, let body = call?.heldBody else { return }
         call?.heldHead = nil
         call?.heldBody = []
-        writeHead(head)
+        writeHead(head, headers: headers)
         if !body.isEmpty {
             log.bytes += body.count
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
@@ -361,8 +360,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             self.call?.connection = nil
             log.upstreamStatus = nil
             if delay == .zero { forward() } else {
-                let (seconds, attoseconds) = delay.components
-                context.eventLoop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) { [self] in
+                context.eventLoop.scheduleTask(in: delay.timeAmount) { [self] in
                     if self.call != nil { forward() }
                 }
             }
@@ -412,21 +410,22 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             call?.heldBody = []
             return
         }
+        let headers = HeaderList(upstreamHead.headers)
         if call?.retry != nil {
-            let headers = HeaderList(upstreamHead.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
             let status = Int(upstreamHead.status.code)
             if decide(.response(status: status, headers: headers, body: nil), upstreamStatus: status) { return }
         }
-        writeHead(upstreamHead)
+        writeHead(upstreamHead, headers: headers)
     }
 
-    private func writeHead(_ upstreamHead: HTTPResponseHead) {
+    /// `headers`: the answer's headers, already in our form when the caller has them.
+    private func writeHead(_ upstreamHead: HTTPResponseHead, headers given: HeaderList? = nil) {
         guard var call else { return }
-        var headers = HeaderList(upstreamHead.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
+        var headers = given ?? HeaderList(upstreamHead.headers)
         headers.removeHopByHop()
         headers.set("X-Request-Id", call.requestID)
         call.route.config.responseHeaders.apply(to: &headers)
-        var nioHeaders = HTTPHeaders(headers.map { ($0.name, $0.value) })
+        var nioHeaders = headers.httpHeaders
         if !call.requestHead.isKeepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         call.responseHeadSent = true
         self.call = call
@@ -450,10 +449,10 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     func upstreamEnd() {
         if let held = call?.heldHead, let body = call?.heldBody {
-            let headers = HeaderList(held.headers.map { HeaderList.Field(name: $0.name, value: $0.value) })
+            let headers = HeaderList(held.headers)
             let status = Int(held.status.code)
             if decide(.response(status: status, headers: headers, body: body), upstreamStatus: status, answerComplete: true) { return }
-            releaseHeldAnswer()
+            releaseHeldAnswer(headers: headers)
         }
         guard let call else { return }
         self.call = nil
@@ -524,8 +523,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     /// moves `deadline` (header, idle or route timeout); the scheduled task is
     /// replaced only when the new deadline is earlier than the one it waits for.
     private func setDeadline(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        let deadline = NIODeadline.now() + .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        let deadline = NIODeadline.now() + duration.timeAmount
         self.deadline = deadline
         if let scheduledFor, scheduledFor <= deadline, timer != nil { return }
         schedule(at: deadline)
@@ -577,7 +575,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     private func answer(status: Int, headers: HeaderList, body: [UInt8], to head: HTTPRequestHead, close: Bool = false) {
-        var nioHeaders = HTTPHeaders(headers.map { ($0.name, $0.value) })
+        var nioHeaders = headers.httpHeaders
         nioHeaders.replaceOrAdd(name: "Content-Length", value: String(body.count))
         let keepAlive = head.isKeepAlive && !close
         if !keepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }

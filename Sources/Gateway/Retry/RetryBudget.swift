@@ -18,7 +18,7 @@ final class RetryBudget: Sendable {
     init(_ budget: RetryPolicy.Budget) { self.budget = budget }
 
     private var windowID: Int64 {
-        let length = max(1, RetryPolicy.Backoff.nanoseconds(budget.window))
+        let length = max(1, budget.window.nanosecondCount)
         return Int64(NIODeadline.now().uptimeNanoseconds / UInt64(length))
     }
 

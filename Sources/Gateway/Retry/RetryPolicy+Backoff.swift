@@ -13,12 +13,12 @@ extension RetryPolicy.Backoff {
         case .fibonacci: planned = Self.capped(base, times: Self.fibonacci(n), max: max)
         }
         guard jitter, planned > .zero else { return planned }
-        let nanos = Self.nanoseconds(planned)
+        let nanos = planned.nanosecondCount
         return .nanoseconds(Int64.random(in: 0...nanos, using: &random))
     }
 
     private static func capped(_ base: Duration, times factor: Int64, max: Duration) -> Duration {
-        let (product, overflow) = nanoseconds(base).multipliedReportingOverflow(by: factor)
+        let (product, overflow) = base.nanosecondCount.multipliedReportingOverflow(by: factor)
         return overflow ? max : Swift.min(max, .nanoseconds(product))
     }
 
@@ -30,10 +30,5 @@ extension RetryPolicy.Backoff {
             (a, b) = (b, sum)
         }
         return a
-    }
-
-    static func nanoseconds(_ d: Duration) -> Int64 {
-        let (seconds, attoseconds) = d.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }

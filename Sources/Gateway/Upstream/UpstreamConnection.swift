@@ -58,10 +58,8 @@ final class UpstreamConnection {
         responseStarted = false
         requestComplete = false
         keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(request.headers.count)
-        for field in request.headers { headers.add(name: field.name, value: field.value) }
-        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target, headers: headers)
+        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target,
+                                   headers: request.headers.httpHeaders)
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
     }
 

@@ -69,56 +69,53 @@ final class UpstreamPool {
     /// h2c by prior knowledge for http URLs, h2 by ALPN for https ones.
     private func connectHTTP2(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer> {
         let name = upstream.name
-        let tls = tlsContexts[name]
+        return connectChannel(upstream, url: url) { pipeline in
+            _ = try pipeline.configureHTTP2Pipeline(mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()) {
+                stream in stream.close()  // an upstream does not open streams towards us
+            }
+        }
+        .flatMapThrowing { channel in
+            channel.closeFuture.whenComplete { [self] _ in sessions[name] = nil }
+            return try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer()
+        }
+        .flatMapError { [self] error in
+            sessions[name] = nil
+            return eventLoop.makeFailedFuture(error)
+        }
+    }
+
+    /// A TCP connection on this loop with the upstream's connect timeout, TLS
+    /// (when https, verifying `tls.server_name` or the host) and `protocolHandlers`.
+    private func connectChannel(
+        _ upstream: UpstreamConfig, url: UpstreamURL,
+        protocolHandlers: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void
+    ) -> EventLoopFuture<Channel> {
+        let tls = tlsContexts[upstream.name]
         let serverName = upstream.tls.serverName ?? (url.host.isIPAddress ? nil : url.host)
-        let timeout = upstream.connectTimeout.components
         return ClientBootstrap(group: eventLoop)
-            .connectTimeout(.nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000))
+            .connectTimeout(upstream.connectTimeout.timeAmount)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName)) }
-                    _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                        mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()
-                    ) { stream in stream.close() }  // an upstream does not open streams towards us
+                    let pipeline = channel.pipeline.syncOperations
+                    if let tls { try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName)) }
+                    try protocolHandlers(pipeline)
                 }
             }
             .connect(host: url.host, port: url.port)
-            .flatMapThrowing { channel in
-                channel.closeFuture.whenComplete { [self] _ in sessions[name] = nil }
-                return try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer()
-            }
-            .flatMapError { [self] error in
-                sessions[name] = nil
-                return eventLoop.makeFailedFuture(UpstreamError.connectFailure("\(url.authority): \(error)"))
-            }
+            .flatMapErrorThrowing { error in throw UpstreamError.connectFailure("\(url.authority): \(error)") }
     }
 
     private func connect(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<UpstreamConnection> {
         let name = upstream.name
-        let timeout = upstream.connectTimeout.components
-        let nanoseconds = timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000
-        let tls = tlsContexts[name]
-        let serverName = upstream.tls.serverName ?? (url.host.isIPAddress ? nil : url.host)
-        return ClientBootstrap(group: eventLoop)
-            .connectTimeout(.nanoseconds(nanoseconds))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    if let tls {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName))
-                    }
-                }
-            }
-            .connect(host: url.host, port: url.port)
+        return connectChannel(upstream, url: url) { pipeline in try pipeline.addHTTPClientHandlers() }
             .flatMapErrorThrowing { error in
                 self.open[name, default: 1] -= 1
-                throw UpstreamError.connectFailure("\(url.authority): \(error)")
+                throw error
             }
             .flatMapThrowing { channel in
                 let connection = UpstreamConnection(channel: channel, upstream: name)
                 connection.pool = self
-                try channel.pipeline.syncOperations.addHTTPClientHandlers()
                 try channel.pipeline.syncOperations.addHandler(UpstreamResponseHandler(connection: connection))
                 return connection
             }
