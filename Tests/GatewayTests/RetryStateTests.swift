@@ -38,18 +38,19 @@ import Testing
         var s = try state(Self.retry503)
         _ = s.tryFinished(Self.response(503), now: t0, random: &random)
         _ = s.tryFinished(Self.response(503), now: t0, random: &random)
-        #expect(s.tryFinished(Self.response(503), now: t0, random: &random) == .giveUp(reason: "status-503: no try left"))
+        #expect(s.tryFinished(Self.response(503), now: t0, random: &random) == .giveUp(reason: "status-503: attempts spent"))
     }
 
     @Test mutating func onlyAllowedMethodsWithReplayableBodiesRetry() throws {
         var post = try state(Self.retry503, method: "POST")
-        #expect(post.tryFinished(Self.response(503), now: t0, random: &random) == .giveUp(reason: "status-503: no try left"))
+        #expect(post.tryFinished(Self.response(503), now: t0, random: &random) == .giveUp(reason: "status-503: method not in retry.methods"))
         var postAllowed = try state("""
                 retry: {attempts: 2, on: [503], methods: [POST], backoff: {strategy: immediate}}
             """, method: "POST")
         #expect(postAllowed.tryFinished(Self.response(503), now: t0, random: &random) == .retry(after: .zero, reason: "status-503"))
         var streamed = try state(Self.retry503, replayable: false)
-        #expect(streamed.tryFinished(Self.response(503), now: t0, random: &random) == .giveUp(reason: "status-503: no try left"))
+        #expect(streamed.tryFinished(Self.response(503), now: t0, random: &random)
+            == .giveUp(reason: "status-503: the request body streamed upstream unbuffered, no replay"))
     }
 
     @Test mutating func transportFailuresFollowTheConditions() throws {
@@ -71,7 +72,8 @@ import Testing
             """
         var s = try state(yaml, deadline: .seconds(1))
         #expect(s.tryFinished(Self.response(503), now: t0 + .milliseconds(500), random: &random) == .retry(after: .milliseconds(100), reason: "status-503"))
-        #expect(s.tryFinished(Self.response(503), now: t0 + .milliseconds(650), random: &random) == .giveUp(reason: "status-503: no try left"))
+        #expect(s.tryFinished(Self.response(503), now: t0 + .milliseconds(650), random: &random)
+            == .giveUp(reason: "status-503: the deadline leaves no room"))
     }
 
     @Test mutating func retryAfterIsHonoredWhenAsked() throws {
@@ -83,7 +85,18 @@ import Testing
                 retry: {attempts: 2, on: [429], retry_after: honor}
             """, deadline: .seconds(1))
         #expect(tooLate.tryFinished(Self.response(429, ["Retry-After": "2"]), now: t0, random: &random)
-            == .giveUp(reason: "status-429: no try left"))
+            == .giveUp(reason: "status-429: the deadline leaves no room"))
+        // An HTTP date: the wait is the date minus the wall clock's now.
+        var dated = try state("""
+                retry: {attempts: 2, on: [503], retry_after: honor}
+            """, deadline: .seconds(60))
+        let now = HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT")!
+        #expect(now == 784_111_777)
+        #expect(dated.tryFinished(Self.response(503, ["Retry-After": "Sun, 06 Nov 1994 08:49:40 GMT"]), now: t0, unixTime: now, random: &random)
+            == .retry(after: .seconds(3), reason: "status-503"))
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == now)
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == now)
+        #expect(HTTPDate.parse("tomorrow") == nil)
     }
 
     @Test mutating func validatorChainDecidesFirst() throws {
@@ -127,7 +140,7 @@ import Testing
             return
         }
         #expect(spec.path == "/token")
-        #expect(s.tryFinished(Self.response(401), now: t0, random: &random) == .giveUp(reason: "no try left after routes[0].validate[0] (status 401)"))
+        #expect(s.tryFinished(Self.response(401), now: t0, random: &random) == .giveUp(reason: "routes[0].validate[0] (status 401): attempts spent"))
     }
 
     @Test mutating func backoffStrategies() {

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -16,15 +17,19 @@ public actor GatewayServer {
     private let modifiers: [any RequestModifier]
     private let validators: [any ResponseValidator]
     private let logger: Logger
+    private let metrics: GatewayMetrics
     private var channels: [Channel] = []
 
     /// `modifiers` run, in order, on every upstream request after the config's
     /// header rules; `validators` judge every answer after each route's own
-    /// chain. `logger` receives the access log (one line per call).
+    /// chain. `logger` receives the access log (one line per call);
+    /// `metrics` the counters and histograms (swift-metrics' global factory
+    /// when nil).
     public init(
         config: GatewayConfig, modifiers: [any RequestModifier] = [], validators: [any ResponseValidator] = [],
-        logger: Logger = Logger(label: "gatewayd.access"), threads: Int = System.coreCount
+        logger: Logger = Logger(label: "gatewayd.access"), metrics: (any MetricsFactory)? = nil, threads: Int = System.coreCount
     ) {
+        self.metrics = GatewayMetrics(factory: metrics ?? MetricsSystem.factory)
         self.config = config
         self.modifiers = modifiers
         self.validators = validators
@@ -36,13 +41,13 @@ public actor GatewayServer {
 
     /// Binds all listeners; returns their bound addresses (port 0 resolved).
     public func start() async throws -> [SocketAddress] {
-        let router = Router(config: config)
+        let router = Router(config: config, metrics: metrics)
         let pools = try UpstreamPools(group: group, upstreams: config.upstreams)
         var addresses: [SocketAddress] = []
         for listener in config.listeners {
             let tls = try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }
             let shared = ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
-                                         accessLog: AccessLog(logger: logger, enabled: config.logging.accessLog),
+                                         accessLog: AccessLog(logger: logger, enabled: config.logging.accessLog), metrics: metrics,
                                          scheme: tls == nil ? "http" : "https")
             let protocols = listener.protocols
             let channel = try await ServerBootstrap(group: group)

@@ -7,11 +7,13 @@ final class ListenerContext: Sendable {
     let modifiers: [any RequestModifier]
     let validators: [any ResponseValidator]
     let accessLog: AccessLog
+    let metrics: GatewayMetrics
     /// `http` or `https`: what X-Forwarded-Proto says.
     let scheme: String
 
     init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier],
-         validators: [any ResponseValidator], accessLog: AccessLog, scheme: String) {
+         validators: [any ResponseValidator], accessLog: AccessLog, metrics: GatewayMetrics, scheme: String) {
+        self.metrics = metrics
         self.validators = validators
         self.config = config
         self.router = router

@@ -34,6 +34,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     /// Request ids come from this: no syscall per call or per HTTP/2 stream.
     private var random: SplitMix64
     private var log = AccessLog.Entry()
+    /// The matched route's metrics (nil until a route matched).
+    private var routeMetrics: RouteMetrics?
 
     private struct Streaming {
         /// Body parts read before the upstream connection was ready.
@@ -60,6 +62,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         var tryNumber = 0
         /// No replay: already replayed once, or body bytes went upstream unbuffered.
         var replayed = false
+        /// The credential generation each of the route's refreshers gave this try.
+        var credentials: [Int] = []
     }
 
     init(shared: ListenerContext, isStream: Bool) {
@@ -91,6 +95,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         case .head(let head):
             clearDeadline()
             log = AccessLog.Entry(method: head.method.rawValue, target: head.uri)
+            routeMetrics = nil
             received(head)
         case .body(let buffer):
             if streaming != nil {
@@ -136,7 +141,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             return answer(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
         }
         log.route = match.route.config.name
-        if hasBody, match.route.streamsBody {
+        routeMetrics = match.route.metrics
+        if hasBody, match.route.streamsBody(method: head.method.rawValue) {
             startStreaming(head, match: match, headers: headers)
         } else {
             self.head = head
@@ -341,11 +347,17 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         call.retry = retry
         self.call = call
         var decided = action
-        if case .retry = action, let budget = call.route.retryBudget, !budget.takeRetry() { decided = .giveUp(reason: "retry budget spent") }
+        switch action {
+        case .retry, .refreshThenRetry:
+            if let budget = call.route.retryBudget, !budget.takeRetry() { decided = .giveUp(reason: "retry budget spent") }
+        default: break
+        }
+        logTry(outcome, decided, retry)
         switch decided {
-        case .accept, .giveUp, .refreshThenRetry:
-            // Refresh comes with the rest of the retry work; until then the answer passes.
+        case .accept, .giveUp:
             return false
+        case .refreshThenRetry(let spec):
+            return refreshThenRetry(spec, call: call)
         case .fail(let validator):
             call.connection?.abandon()
             self.call = nil
@@ -368,7 +380,63 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
     }
 
+    /// The route's `refresh` action: take a newer credential, or wait for the
+    /// one refresh under way, then replay. A refresh capped by `min_interval`
+    /// lets the refused answer through; a failed one fails the call with 502.
+    private func refreshThenRetry(_ spec: RefreshSpec, call: Call) -> Bool {
+        guard let index = call.route.refreshers.firstIndex(where: { $0.spec == spec }) else { return false }
+        let refresher = call.route.refreshers[index]
+        let start = refresher.refresh(after: call.credentials[index], on: context.eventLoop) {
+            let pool = shared.pools.pool(for: context.eventLoop)
+            let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
+            return pool.exchange(spec.request(to: refresher.upstream), upstream: refresher.upstream, timeout: timeout,
+                                 maxBodyBytes: shared.config.limits.maxBodyBytes)
+                .flatMapThrowing { answer in try spec.capture(status: answer.status, body: answer.body) }
+                .always { call.route.metrics.refreshFinished(ok: (try? $0.get()) != nil) }
+        }
+        let route = call.route
+        route.metrics.refresh(start)
+        if case .throttled = start {
+            shared.accessLog.logger.warning("refresh skipped: min_interval not passed", metadata: ["route": .string(route.config.name)])
+            return false
+        }
+        call.connection?.abandon()
+        self.call?.connection = nil
+        log.upstreamStatus = nil
+        switch start {
+        case .ready, .throttled:
+            forward()
+        case .wait(let credential):
+            credential.whenComplete { [self] result in
+                guard let call = self.call else { return }
+                switch result {
+                case .success: forward()
+                case .failure(let error):
+                    self.call = nil
+                    clearDeadline()
+                    answer(Problem(status: 502, code: "refresh-failed", title: "Credential refresh failed",
+                                   detail: "refreshing through upstream \(refresher.upstream.name) failed: \(error)", route: route.config.name),
+                           to: call.requestHead, requestID: call.requestID)
+                }
+            }
+        }
+        return true
+    }
+
+    /// The captured credentials go into every try of the route.
+    private func applyCredentials() {
+        guard let refreshers = call?.route.refreshers, !refreshers.isEmpty else { return }
+        var credentials: [Int] = []
+        for refresher in refreshers {
+            let credential = refresher.current
+            credentials.append(credential.generation)
+            if let value = credential.value { call?.request.headers.set(refresher.spec.captureHeader, value) }
+        }
+        call?.credentials = credentials
+    }
+
     private func forward() {
+        applyCredentials()
         guard let call else { return }
         let pool = shared.pools.pool(for: context.eventLoop)
         pool.acquire(call.route.upstream).whenComplete { [self] result in
@@ -380,6 +448,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             switch result {
             case .success(let connection):
                 self.call?.connection = connection
+                call.route.metrics.tries.increment()
                 armPerTryTimeout()
                 guard var state = streaming else { return connection.send(call.request, delegate: self) }
                 connection.sendHead(call.request, delegate: self)
@@ -458,7 +527,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         self.call = nil
         clearDeadline()
         endStreaming()
-        shared.accessLog.record(log, status: log.upstreamStatus ?? 0, outcome: "ok")
+        record(status: log.upstreamStatus ?? 0, outcome: "ok")
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         finishExchange(keepAlive: call.requestHead.isKeepAlive, done: done)
     }
@@ -478,7 +547,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         endStreaming()
         if call.responseHeadSent {
             // The answer is cut short: never pretend it ended.
-            shared.accessLog.record(log, status: log.upstreamStatus ?? 0, outcome: "cut-short-\(error.name)")
+            record(status: log.upstreamStatus ?? 0, outcome: "cut-short-\(error.name)")
             context.close(promise: nil)
             return
         }
@@ -555,7 +624,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         call.connection?.abandon()
         endStreaming()
         if call.responseHeadSent {
-            shared.accessLog.record(log, status: log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
+            record(status: log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
             context.close(promise: nil)
         } else {
             answer(Problem(status: 504, code: "deadline", title: "Upstream took too long",
@@ -581,12 +650,47 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         if !keepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         let responseHead = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: nioHeaders)
         log.bytes = body.count
-        shared.accessLog.record(log, status: status, outcome: status < 400 ? "ok" : "gateway")
+        record(status: status, outcome: status < 400 ? "ok" : "gateway")
         context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
         if head.method != .HEAD {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
         }
         finishExchange(keepAlive: keepAlive, done: context.writeAndFlush(wrapOutboundOut(.end(nil))))
+    }
+
+    /// The call is over: its access log line and metrics.
+    private func record(status: Int, outcome: String) {
+        shared.accessLog.record(log, status: status, outcome: outcome)
+        (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start)
+    }
+
+    /// One line per try on routes with a validator chain or retries: the try's
+    /// outcome, what decided, and what happens next.
+    private func logTry(_ outcome: TryOutcome, _ action: RetryState<ContinuousClock>.Action, _ retry: RetryState<ContinuousClock>) {
+        let metrics = routeMetrics ?? shared.metrics.unrouted
+        let result: String
+        switch outcome {
+        case .response(let status, _, _): result = String(status)
+        case .failure(let error): result = error.name
+        }
+        var next: String, delay = Duration.zero
+        switch action {
+        case .accept: next = "accept"
+        case .fail: next = "fail"
+        case .giveUp(let reason): next = "give-up: \(reason)"
+        case .retry(let after, let reason):
+            next = "retry"
+            delay = after
+            metrics.retried(reason: reason)
+        case .refreshThenRetry: next = "refresh"
+        }
+        if let decider = retry.decidedBy { metrics.validator(decider, action: next.prefix { $0 != ":" }.description) }
+        guard shared.accessLog.enabled else { return }
+        shared.accessLog.logger.info("try", metadata: [
+            "route": .string(log.route), "request_id": .string(log.requestID), "try": .stringConvertible(retry.tries),
+            "result": .string(result), "decided_by": .string(retry.decidedBy ?? "-"), "next": .string(next),
+            "delay_ms": .stringConvertible(delay.nanosecondCount / 1_000_000),
+        ])
     }
 
     private func finishExchange(keepAlive: Bool, done: EventLoopFuture<Void>) {

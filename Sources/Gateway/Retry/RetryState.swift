@@ -29,6 +29,9 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
     public let replayable: Bool
     private let methodAllowed: Bool
     public private(set) var tries = 0
+    /// What decided the last try's fate: a validator's label, a retry
+    /// condition, or nil when nothing in the chain spoke.
+    public private(set) var decidedBy: String?
 
     public init(
         policy: RetryPolicy?, validators: [ValidatorSpec], custom: [any ResponseValidator] = [], route: String = "",
@@ -43,25 +46,32 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
         methodAllowed = policy?.methods.contains(method) ?? false
     }
 
-    /// A try ended with `outcome` at `now`: what happens next.
-    public mutating func tryFinished(_ outcome: TryOutcome, now: C.Instant, random: inout some RandomNumberGenerator) -> Action {
+    /// A try ended with `outcome` at `now` (`unixTime`: the wall clock, for a
+    /// `Retry-After` date): what happens next.
+    public mutating func tryFinished(
+        _ outcome: TryOutcome, now: C.Instant, unixTime: Int64 = HTTPDate.now(), random: inout some RandomNumberGenerator
+    ) -> Action {
         tries += 1
+        decidedBy = nil
         let answers = validators.lazy.map { ($0.evaluate(outcome), $0.label) }
             + custom.lazy.map { ($0.validate(outcome, route: self.route), $0.label) }
         for (answer, label) in answers {
+            if case .next = answer { continue }
+            decidedBy = label
             switch answer {
             case .next: continue
             case .accept: return .accept
             case .pass: return .accept
             case .fail: return .fail(validator: label)
-            case .retry: return retryIfAllowed(reason: label, outcome: outcome, now: now, random: &random)
+            case .retry: return retryIfAllowed(reason: label, outcome: outcome, now: now, unixTime: unixTime, random: &random)
             case .refresh(let spec):
-                guard canRetry(now: now, delay: .zero) else { return .giveUp(reason: "no try left after \(label)") }
+                if let refusal = refusal(now: now, delay: .zero) { return .giveUp(reason: "\(label): \(refusal)") }
                 return .refreshThenRetry(spec)
             }
         }
         if let condition = matchingCondition(outcome) {
-            return retryIfAllowed(reason: condition, outcome: outcome, now: now, random: &random)
+            decidedBy = condition
+            return retryIfAllowed(reason: condition, outcome: outcome, now: now, unixTime: unixTime, random: &random)
         }
         if case .failure(let error) = outcome { return .giveUp(reason: error.name) }
         return .accept
@@ -83,23 +93,32 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
         return nil
     }
 
-    private func retryIfAllowed(reason: String, outcome: TryOutcome, now: C.Instant, random: inout some RandomNumberGenerator) -> Action {
+    private func retryIfAllowed(
+        reason: String, outcome: TryOutcome, now: C.Instant, unixTime: Int64, random: inout some RandomNumberGenerator
+    ) -> Action {
         guard let policy else { return .giveUp(reason: "\(reason): no retry policy") }
         var delay = policy.backoff.delay(forRetry: tries, random: &random)
-        if policy.honorRetryAfter, case .response(_, let headers, _) = outcome, let seconds = headers["Retry-After"].flatMap(Int64.init),
-            seconds >= 0
-        {
-            delay = .seconds(seconds)
+        if policy.honorRetryAfter, case .response(_, let headers, _) = outcome, let value = headers["Retry-After"] {
+            // Seconds, or an HTTP date (a date already past means now).
+            if let seconds = Int64(value), seconds >= 0 {
+                delay = .seconds(seconds)
+            } else if let date = HTTPDate.parse(value) {
+                delay = .seconds(max(0, date - unixTime))
+            }
         }
-        guard canRetry(now: now, delay: delay) else { return .giveUp(reason: "\(reason): no try left") }
+        if let refusal = refusal(now: now, delay: delay) { return .giveUp(reason: "\(reason): \(refusal)") }
         return .retry(after: delay, reason: reason)
     }
 
-    /// Attempts remain, the method may be retried, the body can be replayed,
-    /// and the deadline leaves room for the wait and (when bounded) the try.
-    private func canRetry(now: C.Instant, delay: Duration) -> Bool {
-        guard let policy, tries < policy.attempts, methodAllowed, replayable else { return false }
-        guard let deadline else { return true }
-        return now.advanced(by: delay + (policy.perTryTimeout ?? .zero)) < deadline
+    /// Why no further try may start (nil: it may): attempts remain, the
+    /// method may be retried, the body can be replayed, and the deadline
+    /// leaves room for the wait and (when bounded) the try.
+    private func refusal(now: C.Instant, delay: Duration) -> String? {
+        guard let policy else { return "no retry policy" }
+        if tries >= policy.attempts { return "attempts spent" }
+        if !methodAllowed { return "method not in retry.methods" }
+        if !replayable { return "the request body streamed upstream unbuffered, no replay" }
+        if let deadline, now.advanced(by: delay + (policy.perTryTimeout ?? .zero)) >= deadline { return "the deadline leaves no room" }
+        return nil
     }
 }

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Rewriter
 
 /// A route compiled for serving: its config and upstream resolved once, held
@@ -6,16 +7,32 @@ public final class Route: Sendable {
     public let config: RouteConfig
     public let upstream: UpstreamConfig
     /// Nothing reads the request body (no rewrite, no body validator, not echo):
-    /// it streams upstream as it arrives.
-    public let streamsBody: Bool
+    /// it streams upstream as it arrives, unless the method may be retried
+    /// (`streamsBody(method:)`).
+    private let nothingReadsBody: Bool
     /// Shared by every call of the route, on every event loop.
     let retryBudget: RetryBudget?
+    /// One per distinct `refresh` action of the route's validators.
+    let refreshers: [CredentialRefresher]
+    let metrics: RouteMetrics
 
-    init(config: RouteConfig, upstream: UpstreamConfig) {
+    init(config: RouteConfig, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, metrics: GatewayMetrics) {
         self.config = config
         self.upstream = upstream
+        self.metrics = RouteMetrics(route: config.name, upstream: upstream.name, factory: metrics.factory)
         retryBudget = config.retry?.budget.map(RetryBudget.init)
-        streamsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
+        var specs: [RefreshSpec] = []
+        for validator in config.validate {
+            for case .refresh(let spec) in [validator.then, validator.otherwise] where !specs.contains(spec) { specs.append(spec) }
+        }
+        refreshers = specs.compactMap { spec in upstreams(spec.upstream).map { CredentialRefresher(spec: spec, upstream: $0) } }
+        nothingReadsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
+    }
+
+    /// A body streams upstream unless something reads it, or a retry may
+    /// replay it (then it is buffered, up to `limits.max_body_bytes`).
+    public func streamsBody(method: String) -> Bool {
+        nothingReadsBody && !(config.retry?.methods.contains(method) ?? false)
     }
 }
 
@@ -31,8 +48,10 @@ public struct Router: Sendable {
     public let routes: [Route]
 
     /// Every route's upstream must exist in `config` (the loader checks it).
-    public init(config: GatewayConfig) {
-        routes = config.routes.map { Route(config: $0, upstream: config.upstream(named: $0.upstream)!) }
+    public init(config: GatewayConfig, metrics: GatewayMetrics = GatewayMetrics(factory: NOOPMetricsHandler.instance)) {
+        routes = config.routes.map {
+            Route(config: $0, upstream: config.upstream(named: $0.upstream)!, upstreams: config.upstream(named:), metrics: metrics)
+        }
     }
 
     /// `path` is the raw request path (no query).

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 @testable import Gateway
 
@@ -7,9 +8,11 @@ struct GatewayHarness {
     let port: Int
     var base: String { "http://127.0.0.1:\(port)" }
 
-    static func start(_ yaml: String, threads: Int = 1) async throws -> GatewayHarness {
-        let config = try ConfigLoader.load(yaml: yaml, file: "test.yaml").config
-        let server = GatewayServer(config: config, threads: threads)
+    static func start(
+        _ yaml: String, threads: Int = 1, metrics: (any MetricsFactory)? = nil, environment: [String: String] = [:]
+    ) async throws -> GatewayHarness {
+        let config = try ConfigLoader.load(yaml: yaml, file: "test.yaml", environment: environment).config
+        let server = GatewayServer(config: config, metrics: metrics, threads: threads)
         let port = try await server.start()[0].port!
         return GatewayHarness(server: server, port: port)
     }

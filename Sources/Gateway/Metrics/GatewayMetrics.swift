@@ -1,0 +1,101 @@
+import CoreMetrics
+import NIOCore
+import Synchronization
+
+/// The gateway's metrics, through swift-metrics (Prometheus names: the
+/// admin endpoint serves them). Handles are made once and cached, so a call
+/// pays a counter increment, not a factory lookup.
+public final class GatewayMetrics: Sendable {
+    let factory: any MetricsFactory
+    let connections: Meter
+    let streams: Meter
+    private let reloads: Mutex<[String: Counter]> = Mutex([:])
+    /// Calls no route matched.
+    let unrouted: RouteMetrics
+
+    public init(factory: any MetricsFactory) {
+        self.factory = factory
+        connections = Meter(label: "gatewayd_active_connections", factory: factory)
+        streams = Meter(label: "gatewayd_active_streams", factory: factory)
+        unrouted = RouteMetrics(route: "-", upstream: "-", factory: factory)
+        Gauge(label: "gatewayd_build_info", dimensions: [("version", GatewayVersion.current)], factory: factory).record(1)
+    }
+
+    /// A reload: `result` is `ok` or `failed`.
+    func reloaded(_ result: String) {
+        reloads.withLock { counters in
+            if counters[result] == nil {
+                counters[result] = Counter(label: "gatewayd_config_reloads_total", dimensions: [("result", result)], factory: factory)
+            }
+            return counters[result]!
+        }.increment()
+    }
+}
+
+/// One route's counters and histograms.
+final class RouteMetrics: Sendable {
+    private let route: String
+    private let factory: any MetricsFactory
+    let tries: Counter
+    private let duration: Timer
+    /// By method and status class (`2xx`), made on first use.
+    private let calls: Mutex<[CallKey: Counter]> = Mutex([:])
+    /// Retries by reason, validator outcomes, refreshes by result.
+    private let events: Mutex<[EventKey: Counter]> = Mutex([:])
+
+    private struct CallKey: Hashable {
+        var method: String
+        var statusClass: Int
+    }
+
+    private struct EventKey: Hashable {
+        var label: String
+        var dimensions: [String]
+    }
+
+    init(route: String, upstream: String, factory: any MetricsFactory) {
+        self.route = route
+        self.factory = factory
+        tries = Counter(label: "gatewayd_upstream_tries_total", dimensions: [("route", route), ("upstream", upstream)], factory: factory)
+        duration = Timer(label: "gatewayd_request_duration_seconds", dimensions: [("route", route)], factory: factory)
+    }
+
+    func callEnded(method: String, status: Int, started: NIODeadline) {
+        duration.recordNanoseconds((NIODeadline.now() - started).nanoseconds)
+        let key = CallKey(method: method, statusClass: status / 100)
+        calls.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(label: "gatewayd_requests_total",
+                                  dimensions: [("route", route), ("method", method), ("status_class", "\(key.statusClass)xx")], factory: factory)
+            counters[key] = counter
+            return counter
+        }.increment()
+    }
+
+    func retried(reason: String) { event("gatewayd_retries_total", [("reason", reason)]) }
+
+    func validator(_ label: String, action: String) {
+        event("gatewayd_validator_outcomes_total", [("validator", label), ("action", action)])
+    }
+
+    func refresh(_ start: CredentialRefresher.Start) {
+        let result = switch start {
+        case .ready: "reused"
+        case .wait: "waited"
+        case .throttled: "throttled"
+        }
+        event("gatewayd_refreshes_total", [("result", result)])
+    }
+
+    func refreshFinished(ok: Bool) { event("gatewayd_refresh_calls_total", [("result", ok ? "ok" : "failed")]) }
+
+    private func event(_ label: String, _ dimensions: [(String, String)]) {
+        let key = EventKey(label: label, dimensions: dimensions.map(\.1))
+        events.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(label: label, dimensions: [("route", route)] + dimensions, factory: factory)
+            counters[key] = counter
+            return counter
+        }.increment()
+    }
+}

@@ -1,0 +1,117 @@
+import NIOCore
+import Rewriter
+import Synchronization
+
+/// A route's `refresh` action: one credential (a header value captured from a
+/// token service's JSON answer), shared by every call of the route on every
+/// event loop. A call refused with an older credential reuses the newer one;
+/// calls that need a new one wait for a single refresh; a refresh starts at
+/// most once per `min_interval`, so a broken credential cannot storm the
+/// token service.
+final class CredentialRefresher: Sendable {
+    struct Credential: Sendable, Equatable {
+        /// Counts successful refreshes: 0 until the first.
+        var generation: Int
+        /// The header value (`format` filled in).
+        var value: String?
+    }
+
+    enum Start {
+        /// A newer credential than the refused one exists already.
+        case ready(Credential)
+        /// A refresh is under way (started by this call or another).
+        case wait(EventLoopFuture<Credential>)
+        /// The last refresh started less than `min_interval` ago.
+        case throttled
+    }
+
+    private struct State {
+        var credential = Credential(generation: 0, value: nil)
+        var lastStart: NIODeadline?
+        var waiters: [EventLoopPromise<Credential>]?
+    }
+
+    let spec: RefreshSpec
+    let upstream: UpstreamConfig
+    private let state = Mutex(State())
+
+    init(spec: RefreshSpec, upstream: UpstreamConfig) {
+        self.spec = spec
+        self.upstream = upstream
+    }
+
+    var current: Credential { state.withLock { $0.credential } }
+
+    /// A try sent with credential generation `used` was refused. When this
+    /// call is the one to refresh, `perform` makes the refresh call and
+    /// yields the captured header value.
+    func refresh(after used: Int, on eventLoop: EventLoop, perform: () -> EventLoopFuture<String>) -> Start {
+        let (start, result): (Bool, Start) = state.withLock { s in
+            if s.credential.generation > used { return (false, .ready(s.credential)) }
+            let promise = { eventLoop.makePromise(of: Credential.self) }
+            if s.waiters != nil {
+                let waiter = promise()
+                s.waiters!.append(waiter)
+                return (false, .wait(waiter.futureResult))
+            }
+            let now = NIODeadline.now()
+            if let last = s.lastStart, now - last < spec.minInterval.timeAmount { return (false, .throttled) }
+            let waiter = promise()
+            s.lastStart = now
+            s.waiters = [waiter]
+            return (true, .wait(waiter.futureResult))
+        }
+        if start {
+            perform().whenComplete { [self] outcome in
+                let (waiters, credential) = state.withLock { s in
+                    let waiters = s.waiters ?? []
+                    s.waiters = nil
+                    if case .success(let value) = outcome { s.credential = Credential(generation: s.credential.generation + 1, value: value) }
+                    return (waiters, s.credential)
+                }
+                for waiter in waiters {
+                    switch outcome {
+                    case .success: waiter.succeed(credential)
+                    case .failure(let error): waiter.fail(error)
+                    }
+                }
+            }
+        }
+        return result
+    }
+}
+
+/// Why a refresh gave no credential; the waiting calls answer 502 with it.
+struct RefreshError: Error, CustomStringConvertible {
+    var description: String
+}
+
+extension RefreshSpec {
+    /// The refresh request as it goes to `upstream`.
+    func request(to upstream: UpstreamConfig) -> UpstreamRequest {
+        var headers: HeaderList = ["Host": upstream.authority]
+        let bytes = body.map(JSONWriter.bytes)
+        if bytes != nil { headers.add("Content-Type", "application/json") }
+        self.headers.apply(to: &headers)
+        if let bytes { headers.set("Content-Length", String(bytes.count)) }
+        return UpstreamRequest(method: method, target: upstream.url?.join(path) ?? path, headers: headers, body: bytes)
+    }
+
+    /// The header value captured from the token service's answer.
+    func capture(status: Int, body: [UInt8]) throws(RefreshError) -> String {
+        guard (200..<300).contains(status) else { throw RefreshError(description: "the refresh call answered \(status)") }
+        let json: JSONValue
+        do { json = try JSONReader.parse(body) } catch {
+            throw RefreshError(description: "the refresh answer is not JSON: \(error)")
+        }
+        let value: String
+        switch capturePointer.resolve(in: json) {
+        case .string(let text): value = text
+        case .number(let spelling): value = spelling
+        case nil: throw RefreshError(description: "the refresh answer has no \(capturePointer)")
+        default: throw RefreshError(description: "\(capturePointer) in the refresh answer is not a string or number")
+        }
+        guard HeaderList.isValidValue(value) else { throw RefreshError(description: "the captured value is not a valid header value") }
+        return format.replacing("{}", with: value)
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+
+/// HTTP dates (RFC 9110 section 5.6.7), as `Retry-After` may carry them:
+/// IMF-fixdate, and the obsolete RFC 850 and asctime forms recipients must
+/// still accept.
+public enum HTTPDate {
+    /// Seconds since 1970 now, by the wall clock.
+    public static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+
+    /// Seconds since 1970, or nil when `text` is no HTTP date.
+    public static func parse(_ text: String) -> Int64? {
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
+        var day: Int?, month: Int?, year: Int?, time: [Int]?
+        switch words.count {
+        case 6 where words[5] == "GMT":  // Sun, 06 Nov 1994 08:49:37 GMT
+            (day, month, year, time) = (Int(words[1]), monthNumber(words[2]), Int(words[3]), clock(words[4]))
+        case 4 where words[3] == "GMT":  // Sunday, 06-Nov-94 08:49:37 GMT
+            let parts = words[1].split(separator: "-").map(String.init)
+            guard parts.count == 3, let yy = Int(parts[2]) else { return nil }
+            (day, month, year, time) = (Int(parts[0]), monthNumber(parts[1]), yy < 70 ? 2000 + yy : 1900 + yy, clock(words[2]))
+        case 5:  // Sun Nov  6 08:49:37 1994
+            (day, month, year, time) = (Int(words[2]), monthNumber(words[1]), Int(words[4]), clock(words[3]))
+        default:
+            return nil
+        }
+        guard let day, let month, let year, let time, (1...31).contains(day) else { return nil }
+        return daysSince1970(year: year, month: month, day: day) * 86_400 + Int64(time[0] * 3600 + time[1] * 60 + time[2])
+    }
+
+    private static func monthNumber(_ name: String) -> Int? {
+        months.firstIndex(of: name.lowercased()).map { $0 + 1 }
+    }
+
+    private static func clock(_ text: String) -> [Int]? {
+        let parts = text.split(separator: ":").compactMap { Int($0) }
+        guard parts.count == 3, (0...23).contains(parts[0]), (0...59).contains(parts[1]), (0...60).contains(parts[2]) else { return nil }
+        return parts
+    }
+
+    /// Howard Hinnant's days-from-civil.
+    private static func daysSince1970(year: Int, month: Int, day: Int) -> Int64 {
+        let y = Int64(month <= 2 ? year - 1 : year)
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let m = Int64(month)
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + Int64(day) - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+}
