@@ -115,6 +115,50 @@ import Testing
         #expect(uris.filter { $0 == "/slow" }.count == 2)
     }
 
+    @Test func resetsAreRetriedAndSlowTriesEndAtTheDeadline() async throws {
+        let counters = NIOLockedValueBox<[String: Int]>([:])
+        let upstream = RecordingUpstream { request in
+            let n = counters.withLockedValue { $0[request.uri, default: 0] += 1; return $0[request.uri]! }
+            switch (request.uri, n) {
+            case ("/reset", 1): return .close
+            case ("/cut", 1): return .cutShort(bodyPrefix: Array("part".utf8), declaredLength: 100)
+            case ("/hang", _): return .respond(status: 200, headers: [], body: Array("too late".utf8), delay: .seconds(5))
+            default: return .respond(status: 200, headers: [], body: Array("try \(n)".utf8))
+            }
+        }
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - name: hang
+                match: {path: /hang}
+                upstream: app
+                timeout: 1s
+                retry: {attempts: 5, per_try_timeout: 400ms, backoff: {strategy: immediate}}
+              - name: app
+                upstream: app
+                retry: {attempts: 2, backoff: {strategy: immediate}}
+            """)
+        defer { Task { await gateway.stop() } }
+
+        // Closed before any answer: retried on a new connection.
+        #expect(try curl(["\(gateway.base)/reset"]).text == "try 2")
+        // Cut short after the head went to the client: nothing can be retried,
+        // and the client sees the connection end early, never a complete answer.
+        let cut = try curl(["-i", "\(gateway.base)/cut"])
+        #expect(cut.status == 18)  // curl: partial file
+        // Two 400ms tries fit in the 1s deadline, a third would not: 504.
+        let hang = try curl(["-i", "\(gateway.base)/hang"]).text
+        #expect(hang.hasPrefix("HTTP/1.1 504 Gateway Timeout\r\n"))
+        #expect(hang.contains(#""type":"urn:gatewayd:problem:upstream-timeout""#))
+        let uris = upstream.requests.map(\.uri)
+        #expect(uris.filter { $0 == "/reset" }.count == 2)
+        #expect(uris.filter { $0 == "/cut" }.count == 1)
+        #expect(uris.filter { $0 == "/hang" }.count == 2)
+    }
+
     @Test func retryBudgetStopsARetryStorm() async throws {
         let upstream = RecordingUpstream { _ in .respond(status: 503, headers: [], body: Array("down".utf8)) }
         let port = try await upstream.start()

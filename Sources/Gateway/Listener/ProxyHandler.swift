@@ -551,7 +551,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             context.close(promise: nil)
             return
         }
-        let problem = Problem(status: 502, code: "upstream-\(error.name)", title: "Upstream failed",
+        // A try that timed out is a gateway timeout, as nginx and Envoy answer it.
+        let problem = Problem(status: error.name == "timeout" ? 504 : 502, code: "upstream-\(error.name)", title: "Upstream failed",
                               detail: "upstream \(call.route.upstream.name): \(error.detail)", route: call.route.config.name)
         answer(problem, to: call.requestHead, requestID: call.requestID)
     }
