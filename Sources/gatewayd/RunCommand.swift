@@ -1,5 +1,9 @@
 import ArgumentParser
 import Gateway
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "run", abstract: "Run the gateway.")
@@ -10,13 +14,66 @@ struct RunCommand: AsyncParsableCommand {
     var eventLoops: Int?
 
     func run() async throws {
-        let config = try options.load().config
-        let server = eventLoops.map { GatewayServer(config: config, threads: max(1, $0)) } ?? GatewayServer(config: config)
+        let loaded = try options.load()
+        let config = loaded.config
+        let format = config.logging.format
+        LoggingSystem.bootstrap { label in
+            switch format {
+            case .text: StreamLogHandler.standardError(label: label)
+            case .json: StructuredLogHandler(label: label, format: .json)
+            case .logfmt: StructuredLogHandler(label: label, format: .logfmt)
+            }
+        }
+        var logger = Logger(label: "gatewayd")
+        logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
+        let registry = PrometheusCollectorRegistry()
+        let factory = PrometheusMetricsFactory(registry: registry)
+        MetricsSystem.bootstrap(factory)
+
+        let server = GatewayServer(config: config, logger: Logger(label: "gatewayd.access"), metrics: factory,
+                                   threads: eventLoops)
+        let notifier = SystemdNotifier()
+        let reloader = Reloader(file: options.config, loaded: loaded, server: server, notifier: notifier, logger: logger)
+        let admin = AdminServer(endpoints: .init(
+            status: server.status, metrics: { registry.emitToBuffer() }, config: { reloader.redactedConfig },
+            reload: { await reloader.reload(trigger: "POST /reload") }))
+        var services: [any Service] = [SignalService(reloader: reloader, logger: logger)]
+        if let interval = notifier.watchdogInterval { services.append(WatchdogService(notifier: notifier, interval: interval)) }
+        services.append(ServingService(server: server, admin: config.admin.map { (admin, $0.address) }, reloader: reloader,
+                                       notifier: notifier, logger: logger))
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}
+
+/// The listeners and the admin endpoint: up until a graceful stop, then drained.
+struct ServingService: Service {
+    let server: GatewayServer
+    let admin: (AdminServer, SocketAddressSpec)?
+    let reloader: Reloader
+    let notifier: SystemdNotifier
+    let logger: Logger
+
+    func run() async throws {
+        let config = reloader.current
         let addresses = try await server.start()
         for (listener, address) in zip(config.listeners, addresses) {
             let host = address.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "?"
-            printError("gatewayd \(GatewayVersion.current) listening on \(listener.tls == nil ? "http" : "https")://\(host):\(address.port ?? 0)")
+            logger.notice("gatewayd \(GatewayVersion.current) listening on \(listener.tls == nil ? "http" : "https")://\(host):\(address.port ?? 0)")
         }
-        try await server.wait()
+        if let (admin, address) = admin {
+            let bound = try await admin.start(on: address)
+            logger.notice("admin endpoint on http://\(address.host):\(bound.port ?? 0)")
+        }
+        notifier.ready(status: "serving")
+        try? await gracefulShutdown()
+        notifier.stopping()
+        let timeout = reloader.current.limits.drainTimeout
+        logger.notice("draining: waiting up to \(timeout) for calls in flight")
+        let drained = await server.drain(timeout: timeout)
+        if !drained { logger.warning("drain timeout passed: closing the connections still open") }
+        try await server.shutdown()
+        if let (admin, _) = admin { try await admin.shutdown() }
+        logger.notice("stopped")
     }
 }

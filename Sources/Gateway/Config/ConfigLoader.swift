@@ -30,7 +30,7 @@ public enum ConfigLoader {
         let reader = ConfigReader(file: file, environment: environment)
         let config = reader.readConfig(root)
         guard reader.issues.isEmpty, let config else { throw ConfigError(issues: reader.issues) }
-        return LoadedConfig(config: config, file: file, secrets: reader.secrets)
+        return LoadedConfig(config: config, file: file, source: yaml, secrets: reader.secrets)
     }
 
     /// YAML 1.2 core schema: only `true`/`false` are booleans (no `yes`/`no`/`on`),
@@ -56,8 +56,17 @@ public enum ConfigLoader {
 public struct LoadedConfig: Sendable {
     public var config: GatewayConfig
     public var file: String
+    /// The YAML as loaded (interpolations unresolved).
+    public var source: String
     /// Interpolated values, to be redacted wherever config is shown.
     public var secrets: [String]
+
+    /// The config as loaded, for showing: `${...}` interpolations stay
+    /// unresolved, and any secret value that also appears literally is
+    /// replaced by `<redacted>`.
+    public var redacted: String {
+        secrets.filter { !$0.isEmpty }.reduce(source) { text, secret in text.replacing(secret, with: "<redacted>") }
+    }
 }
 
 extension ConfigReader {
@@ -74,8 +83,9 @@ extension ConfigReader {
         }
         if let node = fields.take("admin") { config.admin = readAdmin(node, "admin") }
         if let node = fields.take("limits") { config.limits = readLimits(node, "limits") }
-        if let node = fields.take("logging"), let logging = mapping(node, "logging", known: ["access_log", "level"]) {
+        if let node = fields.take("logging"), let logging = mapping(node, "logging", known: ["access_log", "level", "format"]) {
             defer { logging.finish() }
+            if let n = logging.take("format"), let v = oneOf(n, "logging.format", LoggingConfig.Format.self) { config.logging.format = v }
             if let n = logging.take("access_log"), let v = bool(n, "logging.access_log") { config.logging.accessLog = v }
             if let n = logging.take("level"), let v = oneOf(n, "logging.level", LoggingConfig.Level.self) { config.logging.level = v }
         }
@@ -142,18 +152,26 @@ extension ConfigReader {
     }
 
     func readAdmin(_ node: Node, _ path: String) -> AdminConfig? {
-        guard let fields = mapping(node, path, known: ["address"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["address", "allow_remote"]) else { return nil }
         defer { fields.finish() }
+        let allowRemote = fields.take("allow_remote").flatMap { bool($0, fields.path("allow_remote")) } ?? false
         guard let n = fields.take("address") else {
             report(node, fields.path("address"), "missing")
             return nil
         }
-        return readAddress(n, fields.path("address")).map(AdminConfig.init)
+        guard let address = readAddress(n, fields.path("address")) else { return nil }
+        // The admin endpoint reloads and shows config: loopback only unless asked.
+        if !allowRemote, !address.isLoopback {
+            report(n, fields.path("address"), "\(address) is not a loopback address; set admin.allow_remote: true to expose the admin endpoint")
+        }
+        return AdminConfig(address: address, allowRemote: allowRemote)
     }
 
     func readLimits(_ node: Node, _ path: String) -> Limits {
         var limits = Limits()
-        guard let fields = mapping(node, path, known: ["max_header_bytes", "max_body_bytes", "header_timeout", "idle_timeout"]) else { return limits }
+        guard let fields = mapping(node, path, known: ["max_header_bytes", "max_body_bytes", "header_timeout", "idle_timeout", "drain_timeout"]) else {
+            return limits
+        }
         defer { fields.finish() }
         if let n = fields.take("max_header_bytes"), let v = int(n, fields.path("max_header_bytes"), in: 1024...1_048_576) {
             limits.maxHeaderBytes = v
@@ -163,6 +181,7 @@ extension ConfigReader {
         }
         if let n = fields.take("header_timeout"), let v = duration(n, fields.path("header_timeout")) { limits.headerTimeout = v }
         if let n = fields.take("idle_timeout"), let v = duration(n, fields.path("idle_timeout")) { limits.idleTimeout = v }
+        if let n = fields.take("drain_timeout"), let v = duration(n, fields.path("drain_timeout")) { limits.drainTimeout = v }
         return limits
     }
 

@@ -30,10 +30,15 @@ public struct GatewayConfig: Sendable {
 
 public struct LoggingConfig: Sendable, Hashable {
     public enum Level: String, Sendable, CaseIterable { case trace, debug, info, notice, warning, error, critical }
+    /// `text`: swift-log's default lines; `json`: one object per line; `logfmt`: key=value pairs.
+    public enum Format: String, Sendable, CaseIterable { case text, json, logfmt }
     /// One line per call (route, status, bytes, duration, request id).
     public var accessLog: Bool
     public var level: Level
-    public init(accessLog: Bool = true, level: Level = .info) {
+    /// Chosen at start; a reload does not change it.
+    public var format: Format
+    public init(accessLog: Bool = true, level: Level = .info, format: Format = .text) {
+        self.format = format
         self.accessLog = accessLog
         self.level = level
     }
@@ -47,6 +52,8 @@ public struct SocketAddressSpec: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    public var isLoopback: Bool { host == "localhost" || host == "::1" || host.hasPrefix("127.") }
 }
 
 public struct ListenerConfig: Sendable, Hashable {
@@ -73,7 +80,12 @@ public struct ListenerConfig: Sendable, Hashable {
 
 public struct AdminConfig: Sendable, Hashable {
     public var address: SocketAddressSpec
-    public init(address: SocketAddressSpec) { self.address = address }
+    /// Whether a non-loopback address is allowed.
+    public var allowRemote: Bool
+    public init(address: SocketAddressSpec, allowRemote: Bool = false) {
+        self.address = address
+        self.allowRemote = allowRemote
+    }
 }
 
 public struct Limits: Sendable, Hashable {
@@ -81,11 +93,14 @@ public struct Limits: Sendable, Hashable {
     public var maxBodyBytes: Int
     public var headerTimeout: Duration
     public var idleTimeout: Duration
+    /// How long a graceful stop waits for calls in flight.
+    public var drainTimeout: Duration
 
     public init(
         maxHeaderBytes: Int = 16384, maxBodyBytes: Int = 1_048_576, headerTimeout: Duration = .seconds(10),
-        idleTimeout: Duration = .seconds(60)
+        idleTimeout: Duration = .seconds(60), drainTimeout: Duration = .seconds(30)
     ) {
+        self.drainTimeout = drainTimeout
         self.maxHeaderBytes = maxHeaderBytes
         self.maxBodyBytes = maxBodyBytes
         self.headerTimeout = headerTimeout

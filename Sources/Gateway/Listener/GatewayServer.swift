@@ -1,60 +1,178 @@
 import CoreMetrics
 import Logging
 import NIOCore
+import NIOExtras
 import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import Synchronization
 
 /// Binds every configured listener: HTTP/1.1 and h2c by prior knowledge on the
 /// same port (told apart by the connection preface), or TLS with ALPN
 /// choosing h2 or http/1.1. Every call is served on its connection's event
-/// loop, upstream connections included.
+/// loop, upstream connections included. `reload` swaps the config under
+/// running listeners; `drain` stops them gracefully.
 public actor GatewayServer {
-    private let config: GatewayConfig
+    private var config: GatewayConfig
     private let group: MultiThreadedEventLoopGroup
     private let modifiers: [any RequestModifier]
     private let validators: [any ResponseValidator]
     private let logger: Logger
-    private let metrics: GatewayMetrics
-    private var channels: [Channel] = []
+    public nonisolated let metrics: GatewayMetrics
+    /// Listening and not draining: what `/readyz` says.
+    public nonisolated let status = ServingStatus()
+    private var pools: UpstreamPools?
+    private var listeners: [ListenerKey: BoundListener] = [:]
+
+    /// What identifies a listener across reloads: the same address,
+    /// protocols and TLS-or-not keep their socket.
+    private struct ListenerKey: Hashable {
+        var address: SocketAddressSpec
+        var protocols: [ListenerConfig.HTTPProtocol]
+        var tls: Bool
+        init(_ listener: ListenerConfig) {
+            address = listener.address
+            protocols = listener.protocols
+            tls = listener.tls != nil
+        }
+    }
+
+    private struct BoundListener {
+        var slot: ListenerSlot
+        var channel: Channel
+        var quiescing: ServerQuiescingHelper
+    }
 
     /// `modifiers` run, in order, on every upstream request after the config's
     /// header rules; `validators` judge every answer after each route's own
     /// chain. `logger` receives the access log (one line per call);
     /// `metrics` the counters and histograms (swift-metrics' global factory
-    /// when nil).
+    /// when nil); `threads` event loops serve calls (one per core when nil).
     public init(
         config: GatewayConfig, modifiers: [any RequestModifier] = [], validators: [any ResponseValidator] = [],
-        logger: Logger = Logger(label: "gatewayd.access"), metrics: (any MetricsFactory)? = nil, threads: Int = System.coreCount
+        logger: Logger = Logger(label: "gatewayd.access"), metrics: (any MetricsFactory)? = nil, threads: Int? = nil
     ) {
         self.metrics = GatewayMetrics(factory: metrics ?? MetricsSystem.factory)
         self.config = config
         self.modifiers = modifiers
         self.validators = validators
-        var logger = logger
-        logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
         self.logger = logger
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads ?? System.coreCount))
     }
 
-    /// Binds all listeners; returns their bound addresses (port 0 resolved).
+    /// Binds all listeners; returns their bound addresses (port 0 resolved),
+    /// in the config's order.
     public func start() async throws -> [SocketAddress] {
+        let contexts = try makeContexts(config)
+        pools = contexts.first?.pools
+        var addresses: [SocketAddress] = []
+        for (listener, context) in zip(config.listeners, contexts) {
+            let bound = try await bind(listener, context: context)
+            listeners[ListenerKey(listener)] = bound
+            if let address = bound.channel.localAddress { addresses.append(address) }
+        }
+        status.set(ready: true)
+        return addresses
+    }
+
+    /// Serves `newConfig` from now on, atomically: every call that starts
+    /// after the swap uses it, calls in flight finish on the old one.
+    /// Listeners whose address, protocols and TLS-ness did not change keep
+    /// their sockets; new ones are bound, removed ones drained. Throws (and
+    /// changes nothing) when the new config cannot be served: a certificate
+    /// that does not load, an address that cannot be bound.
+    public func reload(_ newConfig: GatewayConfig) async throws {
+        let contexts = try makeContexts(newConfig)
+        var kept: [ListenerKey: BoundListener] = [:]
+        var added: [ListenerKey: BoundListener] = [:]
+        do {
+            for (listener, context) in zip(newConfig.listeners, contexts) {
+                let key = ListenerKey(listener)
+                if var bound = listeners[key] {
+                    bound.slot = ListenerSlot(context)
+                    kept[key] = bound
+                } else {
+                    added[key] = try await bind(listener, context: context)
+                }
+            }
+        } catch {
+            for bound in added.values { try? await bound.channel.close() }
+            throw error
+        }
+        for (key, bound) in kept { listeners[key]!.slot.context = bound.slot.context }
+        for (key, bound) in listeners where kept[key] == nil {
+            bound.quiescing.initiateShutdown(promise: nil)
+        }
+        listeners = listeners.filter { kept[$0.key] != nil }.merging(added) { old, _ in old }
+        pools?.retire(grace: (newConfig.limits.drainTimeout).timeAmount)
+        pools = contexts.first?.pools
+        config = newConfig
+    }
+
+    /// Stops accepting, asks every connection to finish (HTTP/1.1: the answer
+    /// in flight carries `Connection: close`, idle connections close; HTTP/2:
+    /// GOAWAY), and waits up to `timeout` for them to close.
+    /// Returns whether all closed in time.
+    @discardableResult
+    public func drain(timeout: Duration) async -> Bool {
+        status.set(draining: true)
+        let loop = group.next()
+        let all = listeners.values.map { bound in
+            let promise = loop.makePromise(of: Void.self)
+            bound.quiescing.initiateShutdown(promise: promise)
+            return promise.futureResult
+        }
+        let done = loop.makePromise(of: Bool.self)
+        EventLoopFuture.andAllComplete(all, on: loop).whenComplete { _ in done.succeed(true) }
+        loop.scheduleTask(in: timeout.timeAmount) { done.succeed(false) }
+        return (try? await done.futureResult.get()) ?? false
+    }
+
+    /// Closes every listener and connection at once.
+    public func shutdown() async throws {
+        status.set(ready: false)
+        for bound in listeners.values { try? await bound.channel.close() }
+        listeners = [:]
+        try await group.shutdownGracefully()
+    }
+
+    /// One context per listener of `config`, sharing one router and one set
+    /// of upstream pools.
+    private func makeContexts(_ config: GatewayConfig) throws -> [ListenerContext] {
         let router = Router(config: config, metrics: metrics)
         let pools = try UpstreamPools(group: group, upstreams: config.upstreams)
-        var addresses: [SocketAddress] = []
-        for listener in config.listeners {
-            let tls = try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }
-            let shared = ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
-                                         accessLog: AccessLog(logger: logger, enabled: config.logging.accessLog), metrics: metrics,
-                                         scheme: tls == nil ? "http" : "https")
-            let protocols = listener.protocols
-            let channel = try await ServerBootstrap(group: group)
+        var logger = logger
+        logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
+        let accessLog = AccessLog(logger: logger, enabled: config.logging.accessLog)
+        return try config.listeners.map { listener in
+            ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
+                            accessLog: accessLog, metrics: metrics,
+                            tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) })
+        }
+    }
+
+    private func bind(_ listener: ListenerConfig, context: ListenerContext) async throws -> BoundListener {
+        let slot = ListenerSlot(context)
+        let quiescing = ServerQuiescingHelper(group: group)
+        let protocols = listener.protocols
+        let metrics = metrics
+        let channel: Channel
+        do {
+            channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .serverChannelOption(.backlog, value: 1024)
+                .serverChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel))
+                    }
+                }
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
+                    let shared = slot.context
+                    metrics.connections.increment()
+                    channel.closeFuture.whenComplete { _ in metrics.connections.decrement() }
                     // Until the protocol is known (preface read, TLS handshake and ALPN
                     // done), nothing else times out a client that sends nothing.
                     let start = channel.eventLoop.scheduleTask(in: shared.config.limits.headerTimeout.timeAmount) {
@@ -62,9 +180,9 @@ public actor GatewayServer {
                     }
                     let configure: @Sendable (Channel, Bool) throws -> Void = { channel, http2 in
                         start.cancel()
-                        try Self.configure(channel, http2: http2, shared: shared)
+                        try Self.configure(channel, http2: http2, slot: slot)
                     }
-                    if let tls {
+                    if let tls = shared.tls {
                         return channel.eventLoop.makeCompletedFuture {
                             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                             try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
@@ -85,10 +203,10 @@ public actor GatewayServer {
                 }
                 .bind(host: listener.address.host, port: listener.address.port)
                 .get()
-            channels.append(channel)
-            if let address = channel.localAddress { addresses.append(address) }
+        } catch {
+            throw ListenerError(message: "cannot listen on \(listener.address): \(error)")
         }
-        return addresses
+        return BoundListener(slot: slot, channel: channel, quiescing: quiescing)
     }
 
     /// The listener's certificate and key, read once; ALPN offers h2 and/or
@@ -105,11 +223,12 @@ public actor GatewayServer {
         }
     }
 
-    static func configure(_ channel: Channel, http2: Bool, shared: ListenerContext) throws {
+    static func configure(_ channel: Channel, http2: Bool, slot: ListenerSlot) throws {
+        let shared = slot.context
         let pipeline = channel.pipeline.syncOperations
         guard http2 else {
             try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
-            try pipeline.addHandler(ProxyHandler(shared: shared, isStream: false))
+            try pipeline.addHandler(ProxyHandler(slot: slot, isStream: false))
             return
         }
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
@@ -128,9 +247,11 @@ public actor GatewayServer {
         _ = try pipeline.configureHTTP2Pipeline(
             mode: .server, connectionConfiguration: connection, streamConfiguration: .init(), streamDelegate: manager.http2StreamDelegate
         ) { stream in
-            stream.eventLoop.makeCompletedFuture {
+            shared.metrics.streams.increment()
+            stream.closeFuture.whenComplete { _ in shared.metrics.streams.decrement() }
+            return stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                try stream.pipeline.syncOperations.addHandler(ProxyHandler(shared: shared, isStream: true))
+                try stream.pipeline.syncOperations.addHandler(ProxyHandler(slot: slot, isStream: true))
             }
         }
         try pipeline.addHandler(manager)
@@ -139,19 +260,20 @@ public actor GatewayServer {
         if channel.isActive { try pipeline.context(handlerType: NIOHTTP2Handler.self).fireChannelActive() }
     }
 
-    /// Waits until every listener is closed.
-    public func wait() async throws {
-        for channel in channels { try await channel.closeFuture.get() }
-    }
-
-    public func shutdown() async throws {
-        for channel in channels { try? await channel.close() }
-        try await group.shutdownGracefully()
-    }
 }
 
 /// A listener that cannot start (address in use, unreadable certificate).
 public struct ListenerError: Error, CustomStringConvertible {
     public let message: String
     public var description: String { message }
+}
+
+/// Whether the gateway serves: listening, and not draining.
+public final class ServingStatus: Sendable {
+    private let state = Mutex((ready: false, draining: false))
+
+    public var isReady: Bool { state.withLock { $0.ready && !$0.draining } }
+
+    func set(ready: Bool) { state.withLock { $0.ready = ready } }
+    func set(draining: Bool) { state.withLock { $0.draining = draining } }
 }

@@ -1,3 +1,6 @@
+import NIOSSL
+import Synchronization
+
 /// What every connection of one listener shares: immutable config, the
 /// router built from it, the per-loop upstream pools, the embedder's hooks.
 final class ListenerContext: Sendable {
@@ -10,9 +13,13 @@ final class ListenerContext: Sendable {
     let metrics: GatewayMetrics
     /// `http` or `https`: what X-Forwarded-Proto says.
     let scheme: String
+    /// The listener's TLS (certificate files read at load or reload).
+    let tls: NIOSSLContext?
 
     init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier],
-         validators: [any ResponseValidator], accessLog: AccessLog, metrics: GatewayMetrics, scheme: String) {
+         validators: [any ResponseValidator], accessLog: AccessLog, metrics: GatewayMetrics, tls: NIOSSLContext?) {
+        self.tls = tls
+        scheme = tls == nil ? "http" : "https"
         self.metrics = metrics
         self.validators = validators
         self.config = config
@@ -20,6 +27,19 @@ final class ListenerContext: Sendable {
         self.pools = pools
         self.modifiers = modifiers
         self.accessLog = accessLog
-        self.scheme = scheme
+    }
+}
+
+/// Where a listener's connections find the current context: a reload
+/// replaces it, and each call takes it when its request head arrives, so a
+/// call in flight finishes on the config it started with.
+final class ListenerSlot: Sendable {
+    private let current: Mutex<ListenerContext>
+
+    init(_ context: ListenerContext) { current = Mutex(context) }
+
+    var context: ListenerContext {
+        get { current.withLock { $0 } }
+        set { current.withLock { $0 = newValue } }
     }
 }

@@ -13,7 +13,10 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let shared: ListenerContext
+    private let slot: ListenerSlot
+    /// The listener's context as of this call's request head (a reload
+    /// swaps the slot's; a call in flight keeps its own).
+    private var shared: ListenerContext
     /// HTTP/2 streams end with their call; connection timers are the HTTP/1 side's.
     private let isStream: Bool
     private var context: ChannelHandlerContext!
@@ -66,8 +69,9 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         var credentials: [Int] = []
     }
 
-    init(shared: ListenerContext, isStream: Bool) {
-        self.shared = shared
+    init(slot: ListenerSlot, isStream: Bool) {
+        self.slot = slot
+        shared = slot.context
         self.isStream = isStream
         random = SplitMix64(seed: Self.processSeed ^ NIODeadline.now().uptimeNanoseconds)
         random = SplitMix64(seed: random.next() ^ UInt64(UInt(bitPattern: ObjectIdentifier(self).hashValue)))
@@ -93,6 +97,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            shared = slot.context
             clearDeadline()
             log = AccessLog.Entry(method: head.method.rawValue, target: head.uri)
             routeMetrics = nil

@@ -22,7 +22,7 @@ public final class GatewayMetrics: Sendable {
     }
 
     /// A reload: `result` is `ok` or `failed`.
-    func reloaded(_ result: String) {
+    public func reloaded(_ result: String) {
         reloads.withLock { counters in
             if counters[result] == nil {
                 counters[result] = Counter(label: "gatewayd_config_reloads_total", dimensions: [("result", result)], factory: factory)

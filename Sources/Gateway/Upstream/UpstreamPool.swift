@@ -18,6 +18,9 @@ final class UpstreamPool {
     /// HTTP/2 upstreams: one multiplexed connection per upstream per loop
     /// (being set up, or up); each call opens a stream on it.
     private var sessions: [String: EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer>] = [:]
+    private var sessionChannels: [ObjectIdentifier: Channel] = [:]
+    /// A reload replaced this pool: nothing new is kept for reuse.
+    private var retired = false
 
     init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext]) {
         self.tlsContexts = tlsContexts
@@ -74,8 +77,12 @@ final class UpstreamPool {
                 stream in stream.close()  // an upstream does not open streams towards us
             }
         }
-        .flatMapThrowing { channel in
-            channel.closeFuture.whenComplete { [self] _ in sessions[name] = nil }
+        .flatMapThrowing { [self] channel in
+            sessionChannels[ObjectIdentifier(channel)] = channel
+            channel.closeFuture.whenComplete { [self] _ in
+                sessions[name] = nil
+                sessionChannels[ObjectIdentifier(channel)] = nil
+            }
             return try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer()
         }
         .flatMapError { [self] error in
@@ -123,12 +130,24 @@ final class UpstreamPool {
 
     func release(_ connection: UpstreamConnection) {
         eventLoop.assertInEventLoop()
+        if retired { return connection.channel.close(promise: nil) }
         if var queue = waiters[connection.upstream], let waiter = queue.popFirst() {
             waiters[connection.upstream] = queue
             waiter.succeed(connection)
         } else {
             idle[connection.upstream, default: []].append(connection)
         }
+    }
+
+    /// Idle connections close now, busy ones when their call ends, HTTP/2
+    /// sessions (whose streams cannot be counted from here) after `grace`.
+    func retire(grace: TimeAmount) {
+        eventLoop.assertInEventLoop()
+        retired = true
+        for connection in idle.values.joined() { connection.channel.close(promise: nil) }
+        idle = [:]
+        let sessions = Array(sessionChannels.values)
+        if !sessions.isEmpty { eventLoop.scheduleTask(in: grace) { for channel in sessions { channel.close(promise: nil) } } }
     }
 
     func closed(_ connection: UpstreamConnection) {
@@ -174,6 +193,11 @@ final class UpstreamPools: @unchecked Sendable {
 
     func pool(for eventLoop: EventLoop) -> UpstreamPool {
         pools[ObjectIdentifier(eventLoop)]!
+    }
+
+    /// A reload replaced these pools.
+    func retire(grace: TimeAmount) {
+        for pool in pools.values { pool.eventLoop.execute { pool.retire(grace: grace) } }
     }
 }
 

@@ -1,0 +1,126 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Rewriter
+
+/// The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text),
+/// `/config` (as loaded, secrets redacted) and `POST /reload`. Runs on its
+/// own event loop, so a busy data path cannot starve health checks.
+public final class AdminServer: Sendable {
+    /// What the endpoints read; closures so the admin knows nothing of how
+    /// metrics are kept or config reloaded.
+    public struct Endpoints: Sendable {
+        public var status: ServingStatus
+        public var metrics: @Sendable () -> [UInt8]
+        public var config: @Sendable () -> String
+        public var reload: @Sendable () async -> ReloadOutcome
+
+        public init(status: ServingStatus, metrics: @escaping @Sendable () -> [UInt8], config: @escaping @Sendable () -> String,
+                    reload: @escaping @Sendable () async -> ReloadOutcome) {
+            self.status = status
+            self.metrics = metrics
+            self.config = config
+            self.reload = reload
+        }
+    }
+
+    private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    private let endpoints: Endpoints
+
+    public init(endpoints: Endpoints) { self.endpoints = endpoints }
+
+    public func start(on address: SocketAddressSpec) async throws -> SocketAddress {
+        let endpoints = endpoints
+        do {
+            let channel = try await ServerBootstrap(group: group)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                        try channel.pipeline.syncOperations.addHandler(AdminHandler(endpoints: endpoints))
+                    }
+                }
+                .bind(host: address.host, port: address.port).get()
+            return channel.localAddress!
+        } catch {
+            throw ListenerError(message: "cannot listen on admin address \(address): \(error)")
+        }
+    }
+
+    public func shutdown() async throws { try await group.shutdownGracefully() }
+}
+
+/// What a reload came to; the admin answers it, signals log it.
+public enum ReloadOutcome: Sendable, Equatable {
+    case reloaded
+    /// The new config was refused; the old one still serves.
+    case failed([String])
+}
+
+private final class AdminHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let endpoints: AdminServer.Endpoints
+    private var head: HTTPRequestHead?
+
+    init(endpoints: AdminServer.Endpoints) { self.endpoints = endpoints }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): self.head = head
+        case .body: break
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            serve(head, context: context)
+        }
+    }
+
+    private func serve(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let path = String(head.uri.prefix { $0 != "?" })
+        switch (head.method, path) {
+        case (.GET, "/healthz"), (.HEAD, "/healthz"):
+            respond(200, "text/plain", Array("ok\n".utf8), to: head, context: context)
+        case (.GET, "/readyz"), (.HEAD, "/readyz"):
+            let ready = endpoints.status.isReady
+            respond(ready ? 200 : 503, "text/plain", Array((ready ? "ready\n" : "not ready\n").utf8), to: head, context: context)
+        case (.GET, "/metrics"):
+            respond(200, "text/plain; version=0.0.4; charset=utf-8", endpoints.metrics(), to: head, context: context)
+        case (.GET, "/config"):
+            respond(200, "application/yaml; charset=utf-8", Array(endpoints.config().utf8), to: head, context: context)
+        case (.POST, "/reload"):
+            let promise = context.eventLoop.makePromise(of: ReloadOutcome.self)
+            promise.completeWithTask { [endpoints] in await endpoints.reload() }
+            promise.futureResult.whenSuccess { [self] outcome in
+                switch outcome {
+                case .reloaded:
+                    respond(200, "application/json", Array(#"{"status":"reloaded"}"#.utf8), to: head, context: context)
+                case .failed(let errors):
+                    let problem = Problem(status: 422, code: "reload-failed", title: "The new config was refused; the old one still serves",
+                                          detail: errors.joined(separator: "\n"))
+                    respond(422, Problem.contentType, problem.json, to: head, context: context)
+                }
+            }
+        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/reload"):
+            let problem = Problem(status: 405, code: "method-not-allowed", title: "Method not allowed",
+                                  detail: "\(head.method.rawValue) \(path): use \(path == "/reload" ? "POST" : "GET")")
+            respond(405, Problem.contentType, problem.json, to: head, context: context)
+        default:
+            let problem = Problem(status: 404, code: "not-found", title: "Not found",
+                                  detail: "admin endpoints: /healthz /readyz /metrics /config, POST /reload")
+            respond(404, Problem.contentType, problem.json, to: head, context: context)
+        }
+    }
+
+    private func respond(_ status: Int, _ contentType: String, _ body: [UInt8], to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders([("Content-Type", contentType), ("Content-Length", String(body.count))])
+        if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: headers))),
+                      promise: nil)
+        if head.method != .HEAD { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !head.isKeepAlive { context.close(promise: nil) }
+        }
+    }
+}

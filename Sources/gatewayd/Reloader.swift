@@ -1,0 +1,57 @@
+import Gateway
+import Logging
+import Synchronization
+
+/// Re-reads the config file and, when it checks, swaps it into the running
+/// server; when it does not, the old config keeps serving and every problem
+/// is logged. Reloads (SIGHUP, `POST /reload`) run one at a time.
+actor Reloader {
+    private let file: String
+    private let server: GatewayServer
+    private let notifier: SystemdNotifier
+    private let logger: Logger
+    private let loaded: Mutex<LoadedConfig>
+
+    init(file: String, loaded: LoadedConfig, server: GatewayServer, notifier: SystemdNotifier, logger: Logger) {
+        self.file = file
+        self.server = server
+        self.notifier = notifier
+        self.logger = logger
+        self.loaded = Mutex(loaded)
+    }
+
+    /// The running config for `/config`, secrets redacted.
+    nonisolated var redactedConfig: String { loaded.withLock { "# \($0.file), as loaded; ${...} interpolations unresolved\n" + $0.redacted } }
+
+    nonisolated var current: GatewayConfig { loaded.withLock { $0.config } }
+
+    private var running = false
+
+    func reload(trigger: String) async -> ReloadOutcome {
+        // Actor methods may interleave at `await`: one reload at a time.
+        while running { await Task.yield() }
+        running = true
+        defer { running = false }
+        notifier.reloading()
+        defer { notifier.ready(status: "serving") }
+        let next: LoadedConfig
+        do {
+            next = try ConfigLoader.load(file: file)
+        } catch {
+            for issue in error.issues { logger.error("reload refused: \(issue)", metadata: ["trigger": .string(trigger)]) }
+            server.metrics.reloaded("failed")
+            return .failed(error.issues.map(\.description))
+        }
+        do {
+            try await server.reload(next.config)
+        } catch {
+            logger.error("reload refused: \(error)", metadata: ["trigger": .string(trigger)])
+            server.metrics.reloaded("failed")
+            return .failed(["\(error)"])
+        }
+        loaded.withLock { $0 = next }
+        server.metrics.reloaded("ok")
+        logger.notice("config reloaded", metadata: ["trigger": .string(trigger), "file": .string(file)])
+        return .reloaded
+    }
+}
