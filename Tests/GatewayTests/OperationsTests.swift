@@ -1,0 +1,205 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+
+/// The built binary as systemd and operators drive it: notifications,
+/// reload under load, graceful drain, the admin endpoint, logs.
+@Suite(.serialized) struct OperationsTests {
+    private static func writeConfig(_ yaml: String, to url: URL) throws {
+        // Written whole, then renamed: a reload never reads half a file.
+        try yaml.write(to: url, atomically: true, encoding: .utf8)
+    }
+
+    private static func tempFile(_ name: String) -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("gatewayd-ops-\(getpid())-\(name)")
+    }
+
+    private static func versioned(_ version: String, extra: String = "") -> String {
+        """
+        listeners: [{address: 127.0.0.1:0}]
+        admin: {address: 127.0.0.1:0}
+        \(extra)
+        routes:
+          - name: v\(version)
+            upstream: echo
+            response_headers: {set: {X-Version: "\(version)"}}
+        """
+    }
+
+    @Test(arguments: [false, true]) func notifiesSystemdAroundStartReloadAndStop(abstract: Bool) throws {
+        let notify = try NotifySocket(abstract: abstract)
+        let config = Self.tempFile("notify-\(abstract).yaml")
+        try Self.writeConfig(Self.versioned("a"), to: config)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path, environment: ["NOTIFY_SOCKET": notify.name])
+        defer { gateway.stop() }
+
+        let ready = try #require(notify.receive(until: "READY=1", timeout: 10))
+        #expect(ready.last!.contains("STATUS=serving"))
+        gateway.signal(SIGHUP)
+        let reload = try #require(notify.receive(until: "READY=1", timeout: 10))
+        let reloading = try #require(reload.first { $0.contains("RELOADING=1") })
+        let usec = reloading.split(separator: "\n").first { $0.hasPrefix("MONOTONIC_USEC=") }.flatMap { Int64($0.dropFirst(15)) }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let nowUsec = Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+        #expect(usec.map { $0 <= nowUsec && nowUsec - $0 < 10_000_000 } == true, "MONOTONIC_USEC is CLOCK_MONOTONIC in µs")
+        gateway.signal(SIGTERM)
+        #expect(notify.receive(until: "STOPPING=1", timeout: 10) != nil)
+        #expect(gateway.waitForExit(timeout: 10) == 0)
+    }
+
+    @Test func reloadUnderLoadFailsNoCallAndABrokenConfigKeepsTheOld() throws {
+        let config = Self.tempFile("reload.yaml")
+        try Self.writeConfig(Self.versioned("a"), to: config)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        let base = "http://127.0.0.1:\(gateway.port)"
+
+        // Two curl clients (HTTP/1.1, 150 calls at 50 per second each on one
+        // kept-alive connection) and h2load (two h2c connections, one stream
+        // at a time, for 3 seconds), with a reload a second in.
+        let clients = (0..<2).map { client in
+            var arguments = ["-s", "--rate", "50/s", "-w", "%{http_code} %header{x-version}\n"]
+            for i in 0..<150 { arguments += ["\(base)/call/\(client)/\(i)", "-o", "/dev/null"] }
+            return ("/usr/bin/curl", arguments)
+        } + [("/usr/bin/h2load", ["-c", "2", "-m", "1", "-D", "3", "\(base)/h2"])]
+        let loads = try clients.map { executable, arguments in
+            let load = Process()
+            load.executableURL = URL(fileURLWithPath: executable)
+            load.arguments = arguments
+            let out = Pipe()
+            load.standardOutput = out
+            try load.run()
+            return (load, out)
+        }
+        usleep(1_000_000)
+        try Self.writeConfig(Self.versioned("b"), to: config)
+        gateway.signal(SIGHUP)
+        let outputs = loads.map { load, out in
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            load.waitUntilExit()
+            return text
+        }
+        let results = outputs[0..<2].flatMap { $0.split(separator: "\n") }
+        #expect(results.count == 300)
+        #expect(results.allSatisfy { $0 == "200 a" || $0 == "200 b" }, "every call answered: \(Set(results))")
+        #expect(results.contains("200 a") && results.contains("200 b"), "the reload landed mid-load")
+        let h2load = outputs[2]
+        let done = h2load.firstMatch(of: /requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, 0 failed, 0 errored, 0 timeout/)
+        #expect(done.map { $0.1 == $0.3 && Int($0.1)! > 100 } == true, "h2c calls all succeeded: \(h2load)")
+        #expect(h2load.contains("0 4xx, 0 5xx"))
+
+        // A config that does not check: the old one keeps serving, each problem logged.
+        try Self.writeConfig(Self.versioned("c").replacingOccurrences(of: "upstream: echo", with: "upstream: nowhere"), to: config)
+        gateway.signal(SIGHUP)
+        var logged = false
+        for _ in 0..<100 where !logged {
+            usleep(50_000)
+            logged = gateway.log.contains("unknown upstream 'nowhere'")
+        }
+        #expect(logged)
+        #expect(try curl(["-s", "-D", "-", "-o", "/dev/null", "\(base)/after"]).text.lowercased().contains("x-version: b"))
+        let admin = try #require(gateway.adminPort)
+        let refused = try curl(["-i", "-X", "POST", "http://127.0.0.1:\(admin)/reload"]).text
+        #expect(refused.hasPrefix("HTTP/1.1 422 Unprocessable Entity\r\n"))
+        #expect(refused.contains("routes[0].upstream: unknown upstream 'nowhere'"))
+        #expect(gateway.process.isRunning)
+    }
+
+    @Test func sigtermLetsCallsInFlightFinishThenExitsZero() async throws {
+        let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("slow answer".utf8), delay: .milliseconds(1500)) }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let config = Self.tempFile("drain.yaml")
+        try Self.writeConfig("""
+            listeners: [{address: 127.0.0.1:0}]
+            limits: {drain_timeout: 10s}
+            upstreams: {slow: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes: [{name: slow, upstream: slow}]
+            """, to: config)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        let base = "http://127.0.0.1:\(gateway.port)"
+
+        let calls = [["-i"], ["-i", "--http2-prior-knowledge"], ["-i"]].map { extra in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments = ["-s", "--max-time", "10"] + extra + ["\(base)/slow"]
+            let out = Pipe()
+            process.standardOutput = out
+            return (process, out)
+        }
+        for (process, _) in calls { try process.run() }
+        while upstream.requests.count < 3 { usleep(20_000) }
+        gateway.signal(SIGTERM)
+        usleep(300_000)
+        // No longer accepting: a new connection is refused.
+        #expect(try curl(["\(base)/late"]).status == 7)
+        for (index, (process, out)) in calls.enumerated() {
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(text.hasSuffix("slow answer"), "call \(index): \(text)")
+            if index != 1 { #expect(text.lowercased().contains("connection: close"), "HTTP/1.1 is told the connection ends") }
+        }
+        #expect(gateway.waitForExit(timeout: 10) == 0)
+        #expect(gateway.log.contains("draining"))
+    }
+
+    @Test func metricsAndRedactedConfigOnTheAdminEndpoint() throws {
+        let secret = "s3cr3t-\(UInt32.random(in: 0...UInt32.max))"
+        let config = Self.tempFile("admin.yaml")
+        try Self.writeConfig("""
+            listeners: [{address: 127.0.0.1:0}]
+            admin: {address: 127.0.0.1:0}
+            logging: {format: json}
+            routes:
+              - name: hello
+                upstream: echo
+                # the key is \(secret), should anyone ask
+                headers: {set: {X-Api-Key: "${env:GATEWAYD_TEST_KEY}"}}
+            """, to: config)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path, environment: ["GATEWAYD_TEST_KEY": secret])
+        defer { gateway.stop() }
+        let admin = "http://127.0.0.1:\(try #require(gateway.adminPort))"
+
+        #expect(try curl(["\(admin)/healthz"]).text == "ok\n")
+        #expect(try curl(["\(admin)/readyz"]).text == "ready\n")
+        func calls() throws -> Double {
+            let text = try curl(["\(admin)/metrics"]).text
+            for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+                // Prometheus text format: name{label="value",...} value
+                #expect(line.wholeMatch(of: /[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? -?[0-9.e+Inf]+/) != nil,
+                        "not Prometheus text: \(line)")
+            }
+            let line = text.split(separator: "\n").first { $0.hasPrefix(#"gatewayd_requests_total{route="hello",method="GET",status_class="2xx"}"#) }
+            return line.flatMap { Double($0.split(separator: " ").last!) } ?? 0
+        }
+        let before = try calls()
+        for _ in 1...3 { #expect(try curl(["http://127.0.0.1:\(gateway.port)/x"]).text.contains(secret)) }
+        #expect(try calls() == before + 3)
+        let metrics = try curl(["\(admin)/metrics"]).text
+        for name in ["gatewayd_request_duration_seconds_bucket", "gatewayd_active_connections", "gatewayd_build_info"] {
+            #expect(metrics.contains(name))
+        }
+
+        let shown = try curl(["\(admin)/config"]).text
+        #expect(shown.contains("${env:GATEWAYD_TEST_KEY}"))
+        #expect(shown.contains("the key is <redacted>"))
+        #expect(!shown.contains(secret))
+        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "\(admin)/metrics"]).text == "405")
+
+        // JSON log lines, none of them holding the secret.
+        gateway.signal(SIGTERM)
+        #expect(gateway.waitForExit(timeout: 10) == 0)
+        let lines = gateway.log.split(separator: "\n")
+        #expect(lines.count >= 4)
+        for line in lines {
+            #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) is [String: Any], "not a JSON line: \(line)")
+            #expect(!line.contains(secret))
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The gatewayd binary run as a subprocess on a config; the ports come from
+/// its "listening on" and "admin endpoint on" lines. Its standard error is
+/// collected all along (so it never blocks on a full pipe) for tests to read.
+final class SpawnedGateway: @unchecked Sendable {
+    let process = Process()
+    let port: Int
+    /// The admin listener's port, when the config has one.
+    private(set) var adminPort: Int?
+    private let output = NIOLockedValueBox("")
+
+    init(config: String, environment: [String: String] = [:]) throws {
+        process.executableURL = URL(fileURLWithPath: ExplainCommandTests.binary)
+        process.arguments = ["run", "-c", config]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        let output = output
+        err.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty { handle.readabilityHandler = nil } else { output.withLockedValue { $0 += String(decoding: data, as: UTF8.self) } }
+        }
+        try process.run()
+        let deadline = Date().addingTimeInterval(30)
+        var found: Int?
+        while found == nil {
+            guard process.isRunning, Date() < deadline else { throw CocoaError(.fileReadUnknown) }
+            found = Self.port(after: "listening on", in: output.withLockedValue { $0 })
+            if found == nil { usleep(10_000) }
+        }
+        port = found!
+        adminPort = Self.port(after: "admin endpoint on", in: log)
+    }
+
+    /// Everything the process wrote to standard error so far.
+    var log: String { output.withLockedValue { $0 } }
+
+    private static func port(after marker: String, in text: String) -> Int? {
+        text.split(separator: "\n").first { $0.contains(marker) }.flatMap { line in
+            line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) }
+        }
+    }
+
+    private func status(_ field: String) throws -> Int {
+        let text = try String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
+        let line = text.split(separator: "\n").first { $0.hasPrefix(field + ":") }!
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])! * 1024
+    }
+
+    func residentBytes() throws -> Int { try status("VmRSS") }
+    func peakResidentBytes() throws -> Int { try status("VmHWM") }
+
+    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// The exit status, or nil if the process still runs after `timeout` seconds.
+    func waitForExit(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// A datagram socket standing in for systemd's `$NOTIFY_SOCKET`: a path, or
+/// an abstract name when it starts with `@`.
+final class NotifySocket {
+    let name: String
+    private let fd: Int32
+
+    init(abstract: Bool) throws {
+        name = abstract ? "@gatewayd-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+            : FileManager.default.temporaryDirectory.appendingPathComponent("notify-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        var path = Array(name.utf8)
+        if abstract { path[0] = 0 }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + path.count + (abstract ? 0 : 1))
+        let result = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        guard fd >= 0, result == 0 else { throw CocoaError(.fileWriteUnknown) }
+    }
+
+    deinit {
+        close(fd)
+        if !name.hasPrefix("@") { unlink(name) }
+    }
+
+    /// The next datagram, or nil after `timeout` seconds.
+    func receive(timeout: Double) -> String? {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, Int32(timeout * 1000)) == 1 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        return count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : nil
+    }
+
+    /// Datagrams until one contains `marker` (included), or nil after `timeout`.
+    func receive(until marker: String, timeout: Double) -> [String]? {
+        let deadline = Date().addingTimeInterval(timeout)
+        var messages: [String] = []
+        while let message = receive(timeout: max(0, deadline.timeIntervalSinceNow)) {
+            messages.append(message)
+            if message.contains(marker) { return messages }
+        }
+        return nil
+    }
+}
