@@ -115,6 +115,7 @@ import Testing
         let config = Self.tempFile("drain.yaml")
         try Self.writeConfig("""
             listeners: [{address: 127.0.0.1:0}]
+            admin: {address: 127.0.0.1:0}
             limits: {drain_timeout: 10s}
             upstreams: {slow: {url: "http://127.0.0.1:\(upstreamPort)"}}
             routes: [{name: slow, upstream: slow}]
@@ -124,25 +125,42 @@ import Testing
         defer { gateway.stop() }
         let base = "http://127.0.0.1:\(gateway.port)"
 
-        let calls = [["-i"], ["-i", "--http2-prior-knowledge"], ["-i"]].map { extra in
+        let calls = [["-i"], ["-i", "--http2-prior-knowledge"], ["-i"], ["nghttp"]].map { extra in
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            process.arguments = ["-s", "--max-time", "10"] + extra + ["\(base)/slow"]
+            if extra == ["nghttp"] {
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/nghttp")
+                process.arguments = ["-v", "\(base)/slow"]
+            } else {
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+                process.arguments = ["-s", "--max-time", "10"] + extra + ["\(base)/slow"]
+            }
             let out = Pipe()
             process.standardOutput = out
             return (process, out)
         }
         for (process, _) in calls { try process.run() }
-        while upstream.requests.count < 3 { usleep(20_000) }
+        while upstream.requests.count < 4 { usleep(20_000) }
         gateway.signal(SIGTERM)
         usleep(300_000)
-        // No longer accepting: a new connection is refused.
+        // No longer accepting: a new connection is refused; not ready.
         #expect(try curl(["\(base)/late"]).status == 7)
+        let admin = try #require(gateway.adminPort)
+        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(admin)/readyz"]).text == "503")
         for (index, (process, out)) in calls.enumerated() {
             let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
-            #expect(text.hasSuffix("slow answer"), "call \(index): \(text)")
-            if index != 1 { #expect(text.lowercased().contains("connection: close"), "HTTP/1.1 is told the connection ends") }
+            switch index {
+            case 3:
+                // HTTP/2: a GOAWAY announces the end, the stream in flight still completes.
+                #expect(text.contains("recv GOAWAY frame"), "\(text)")
+                #expect(text.contains("recv DATA frame <length=11, flags=0x00, stream_id=13>")
+                    || text.contains("recv DATA frame <length=11, flags=0x01, stream_id=13>"), "\(text)")
+            case 1:
+                #expect(text.hasSuffix("slow answer"), "call \(index): \(text)")
+            default:
+                #expect(text.hasSuffix("slow answer"), "call \(index): \(text)")
+                #expect(text.lowercased().contains("connection: close"), "HTTP/1.1 is told the connection ends")
+            }
         }
         #expect(gateway.waitForExit(timeout: 10) == 0)
         #expect(gateway.log.contains("draining"))
