@@ -24,8 +24,8 @@ public struct ClientInfo: Sendable, Hashable {
     }
 
     private func append(_ name: String, _ value: String, to headers: inout HeaderList) {
-        let existing = headers.values(name)
-        headers.set(name, existing.isEmpty ? value : (existing + [value]).joined(separator: ", "))
+        guard headers.contains(name) else { return headers.add(name, value) }
+        headers.set(name, (headers.values(name) + [value]).joined(separator: ", "))
     }
 
     /// The client's own X-Request-Id when it sent a sane one, else 32 random hex digits.
@@ -35,13 +35,15 @@ public struct ClientInfo: Sendable, Hashable {
         {
             return given
         }
-        let high = random.next(), low = random.next()
-        return hex(high) + hex(low)
-    }
-
-    private static func hex(_ value: UInt64) -> String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
+        let words = (random.next(), random.next())
+        return String(unsafeUninitializedCapacity: 32) { buffer in
+            for i in 0..<32 {
+                let word = i < 16 ? words.0 : words.1
+                let nibble = UInt8(truncatingIfNeeded: word >> UInt64(60 - (i % 16) * 4)) & 0xF
+                buffer[i] = nibble < 10 ? 0x30 + nibble : 0x57 + nibble
+            }
+            return 32
+        }
     }
 }
 

@@ -9,3 +9,28 @@ extension HeaderList {
 
     var httpHeaders: HTTPHeaders { HTTPHeaders(map { ($0.name, $0.value) }) }
 }
+
+extension HTTPHeaders {
+    /// Drops the hop-by-hop headers and every header `Connection` names.
+    mutating func removeHopByHop() {
+        // One pass to find what goes (usually just `Connection: keep-alive`).
+        var doomed: [String] = []
+        for (name, value) in self where HeaderList.isHopByHop(name) {
+            doomed.append(name)
+            guard HeaderList.equalNames(name, "Connection") else { continue }
+            for token in HeaderList.connectionTokens(CollectionOfOne(value)) where token != "close" && token != "keep-alive" {
+                doomed.append(String(token))
+            }
+        }
+        for name in doomed { remove(name: name) }
+    }
+}
+
+extension HeaderRules {
+    /// The same rules on NIO's headers (answers go back without conversion).
+    func apply(to headers: inout HTTPHeaders) {
+        for name in remove { headers.remove(name: name) }
+        for field in self.set { headers.replaceOrAdd(name: field.name, value: field.value) }
+        for field in add { headers.add(name: field.name, value: field.value) }
+    }
+}

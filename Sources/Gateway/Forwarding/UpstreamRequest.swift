@@ -70,16 +70,30 @@ public struct UpstreamRequest: Sendable, Hashable {
 
 extension HeaderList {
     /// Connection-level headers (RFC 9110 section 7.6.1) that are never forwarded.
-    static let hopByHop: Set<String> = [
+    static let hopByHop = [
         "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "proxy-connection",
         "proxy-authenticate", "proxy-authorization", "trailer",
     ]
 
+    static func isHopByHop(_ name: String) -> Bool {
+        // Most names differ in length from all nine: no comparison at all.
+        switch name.utf8.count {
+        case 2, 7, 10, 16, 17, 18, 19: return hopByHop.contains { equalNames($0, name) }
+        default: return false
+        }
+    }
+
+    /// The names a `Connection` header lists (`Connection: close, X-Foo`).
+    static func connectionTokens(_ values: some Sequence<String>) -> [Substring] {
+        values.flatMap { $0.split(separator: ",") }.map { $0.drop { $0 == " " || $0 == "\t" } }.map {
+            $0.prefix { $0 != " " && $0 != "\t" }
+        }
+    }
+
     /// Drops the hop-by-hop headers and every header `Connection` names.
     mutating func removeHopByHop() {
-        let named = Set(values("Connection").flatMap { $0.split(separator: ",") }.map {
-            $0.filter { $0 != " " && $0 != "\t" }.lowercased()
-        })
-        removeAll { Self.hopByHop.contains($0.name.lowercased()) || named.contains($0.name.lowercased()) }
+        guard contains(where: { Self.isHopByHop($0.name) }) else { return }
+        let named = Self.connectionTokens(values("Connection"))
+        removeAll { field in Self.isHopByHop(field.name) || named.contains { Self.equalNames(String($0), field.name) } }
     }
 }

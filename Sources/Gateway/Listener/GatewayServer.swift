@@ -255,6 +255,7 @@ public actor GatewayServer {
             }
         }
         try pipeline.addHandler(manager)
+        try pipeline.addHandler(DeferredFlushHandler(), position: .first)
         // Added after the preface or the TLS handshake, the manager would never
         // see channelActive, which starts its idle and keepalive timers.
         if channel.isActive { try pipeline.context(handlerType: NIOHTTP2Handler.self).fireChannelActive() }

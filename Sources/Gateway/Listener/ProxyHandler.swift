@@ -23,6 +23,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     /// The request being read.
     private var head: HTTPRequestHead?
+    /// Its headers in our form, converted once.
+    private var requestHeaders = HeaderList()
     private var match: Router.Match?
     private var body: [UInt8] = []
     private var tooLarge = false
@@ -47,8 +49,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         var connected = false
     }
 
-    /// The call in flight: what was asked, where it went, how far the answer got.
-    private struct Call {
+    /// The call in flight: what was asked, where it went, how far the answer
+    /// got. A class: the handler reads and updates it many times per call,
+    /// and a struct this size would be copied (and its references retained)
+    /// at each.
+    private final class Call {
         var requestHead: HTTPRequestHead
         var request: UpstreamRequest
         var route: Route
@@ -67,6 +72,16 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         var replayed = false
         /// The credential generation each of the route's refreshers gave this try.
         var credentials: [Int] = []
+
+        init(requestHead: HTTPRequestHead, request: UpstreamRequest, route: Route, requestID: String,
+             retry: RetryState<ContinuousClock>?, replayed: Bool = false) {
+            self.requestHead = requestHead
+            self.request = request
+            self.route = route
+            self.requestID = requestID
+            self.retry = retry
+            self.replayed = replayed
+        }
     }
 
     init(slot: ListenerSlot, isStream: Bool) {
@@ -152,6 +167,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         } else {
             self.head = head
             self.match = match
+            requestHeaders = headers
             body.removeAll(keepingCapacity: true)
             tooLarge = false
         }
@@ -163,8 +179,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         return headers
     }
 
+    /// The peer's address as text, formatted once per connection or stream.
+    private lazy var peerAddress = context.channel.remoteAddress?.ipAddress ?? "unknown"
+
     private func clientInfo(_ headers: HeaderList) -> ClientInfo {
-        let client = ClientInfo(address: context.channel.remoteAddress?.ipAddress ?? "unknown", scheme: shared.scheme,
+        let client = ClientInfo(address: peerAddress, scheme: shared.scheme,
                                 requestID: ClientInfo.requestID(from: headers, random: &random))
         log.requestID = client.requestID
         return client
@@ -207,7 +226,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
                                   detail: "the body exceeds limits.max_body_bytes (\(shared.config.limits.maxBodyBytes))", route: match.route.config.name),
                           to: head, close: true)
         }
-        var headers = clientHeaders(head)
+        var headers = requestHeaders
+        requestHeaders = HeaderList()
         let route = match.route, upstream = route.upstream
         headers.remove("Content-Length")
         headers.remove("Transfer-Encoding")
@@ -312,11 +332,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     /// Lets a held answer through as it is: its head, what was held of the
     /// body, and from now on the rest as it arrives (too large to hold, or
     /// the validators accepted it).
-    private func releaseHeldAnswer(headers: HeaderList? = nil) {
+    private func releaseHeldAnswer() {
         guard let head = call?.heldHead, let body = call?.heldBody else { return }
         call?.heldHead = nil
         call?.heldBody = []
-        writeHead(head, headers: headers)
+        writeHead(head)
         if !body.isEmpty {
             log.bytes += body.count
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
@@ -444,6 +464,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         applyCredentials()
         guard let call else { return }
         let pool = shared.pools.pool(for: context.eventLoop)
+        // An idle pooled connection is used at once: no future, no callback.
+        if let connection = pool.takeIdle(call.route.upstream) { return send(on: connection) }
         pool.acquire(call.route.upstream).whenComplete { [self] result in
             guard self.call != nil else {
                 // The call ended (deadline, client gone) while we waited.
@@ -452,25 +474,30 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             }
             switch result {
             case .success(let connection):
-                self.call?.connection = connection
-                call.route.metrics.tries.increment()
-                armPerTryTimeout()
-                guard var state = streaming else { return connection.send(call.request, delegate: self) }
-                connection.sendHead(call.request, delegate: self)
-                for buffer in state.pending { connection.sendBody(buffer) }
-                state.pending = []
-                state.connected = true
-                if state.ended {
-                    connection.sendEnd()
-                    streaming = nil
-                } else {
-                    streaming = state
-                    if connection.channel.isWritable { setClientReading(true) }
-                }
+                send(on: connection)
             case .failure(let error):
                 let upstreamError = error as? UpstreamError ?? .connectFailure("\(error)")
                 upstreamFailed(upstreamError, responseStarted: false)
             }
+        }
+    }
+
+    private func send(on connection: UpstreamConnection) {
+        guard let call else { return }
+        call.connection = connection
+        call.route.metrics.tries.increment()
+        armPerTryTimeout()
+        guard var state = streaming else { return connection.send(call.request, delegate: self) }
+        connection.sendHead(call.request, delegate: self)
+        for buffer in state.pending { connection.sendBody(buffer) }
+        state.pending = []
+        state.connected = true
+        if state.ended {
+            connection.sendEnd()
+            streaming = nil
+        } else {
+            streaming = state
+            if connection.channel.isWritable { setClientReading(true) }
         }
     }
 
@@ -484,25 +511,22 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             call?.heldBody = []
             return
         }
-        let headers = HeaderList(upstreamHead.headers)
         if call?.retry != nil {
             let status = Int(upstreamHead.status.code)
-            if decide(.response(status: status, headers: headers, body: nil), upstreamStatus: status) { return }
+            if decide(.response(status: status, headers: HeaderList(upstreamHead.headers), body: nil), upstreamStatus: status) { return }
         }
-        writeHead(upstreamHead, headers: headers)
+        writeHead(upstreamHead)
     }
 
-    /// `headers`: the answer's headers, already in our form when the caller has them.
-    private func writeHead(_ upstreamHead: HTTPResponseHead, headers given: HeaderList? = nil) {
-        guard var call else { return }
-        var headers = given ?? HeaderList(upstreamHead.headers)
-        headers.removeHopByHop()
-        headers.set("X-Request-Id", call.requestID)
-        call.route.config.responseHeaders.apply(to: &headers)
-        var nioHeaders = headers.httpHeaders
+    /// The answer's head goes to the client, edited in NIO's form (no conversion).
+    private func writeHead(_ upstreamHead: HTTPResponseHead) {
+        guard let call else { return }
+        var nioHeaders = upstreamHead.headers
+        nioHeaders.removeHopByHop()
+        nioHeaders.replaceOrAdd(name: "X-Request-Id", value: call.requestID)
+        call.route.config.responseHeaders.apply(to: &nioHeaders)
         if !call.requestHead.isKeepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         call.responseHeadSent = true
-        self.call = call
         log.upstreamStatus = Int(upstreamHead.status.code)
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: call.requestHead.version, status: upstreamHead.status,
                                                               headers: nioHeaders))), promise: nil)
@@ -526,7 +550,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             let headers = HeaderList(held.headers)
             let status = Int(held.status.code)
             if decide(.response(status: status, headers: headers, body: body), upstreamStatus: status, answerComplete: true) { return }
-            releaseHeldAnswer(headers: headers)
+            releaseHeldAnswer()
         }
         guard let call else { return }
         self.call = nil

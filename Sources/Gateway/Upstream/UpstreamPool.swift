@@ -31,12 +31,18 @@ final class UpstreamPool {
         self.upstreams = Dictionary(uniqueKeysWithValues: upstreams.map { ($0.name, $0) })
     }
 
-    /// An idle connection, a new one, or a wait for one to be released.
-    func acquire(_ upstream: UpstreamConfig) -> EventLoopFuture<UpstreamConnection> {
+    /// An idle kept-alive connection, when there is one.
+    func takeIdle(_ upstream: UpstreamConfig) -> UpstreamConnection? {
         eventLoop.assertInEventLoop()
         while let connection = idle[upstream.name]?.popLast() {
-            if connection.channel.isActive { return eventLoop.makeSucceededFuture(connection) }
+            if connection.channel.isActive { return connection }
         }
+        return nil
+    }
+
+    /// An idle connection, a new one, or a wait for one to be released.
+    func acquire(_ upstream: UpstreamConfig) -> EventLoopFuture<UpstreamConnection> {
+        if let connection = takeIdle(upstream) { return eventLoop.makeSucceededFuture(connection) }
         guard let url = upstream.url else {
             return eventLoop.makeFailedFuture(UpstreamError.unsupported("echo is answered in process"))
         }

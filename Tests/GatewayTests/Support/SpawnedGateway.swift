@@ -7,8 +7,16 @@ import NIOConcurrencyHelpers
 final class SpawnedGateway: @unchecked Sendable {
     let process = Process()
     let port: Int
-    /// The admin listener's port, when the config has one.
-    private(set) var adminPort: Int?
+    /// The admin listener's port, when the config has one (logged just
+    /// after the listeners', so it is waited for).
+    var adminPort: Int? {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if let port = Self.port(after: "admin endpoint on", in: log) { return port }
+            usleep(10_000)
+        }
+        return nil
+    }
     private let output = NIOLockedValueBox("")
 
     init(config: String, environment: [String: String] = [:]) throws {
@@ -32,7 +40,6 @@ final class SpawnedGateway: @unchecked Sendable {
             if found == nil { usleep(10_000) }
         }
         port = found!
-        adminPort = Self.port(after: "admin endpoint on", in: log)
     }
 
     /// Everything the process wrote to standard error so far.
