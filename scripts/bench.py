@@ -94,7 +94,8 @@ http {{ access_log off; keepalive_requests 1000000; client_body_temp_path {work}
 fastcgi_temp_path {work}; uwsgi_temp_path {work}; scgi_temp_path {work};
 """
 upstream_conf = write("upstream.conf", nginx_common % ("upstream", "upstream") + f"""
-server {{ listen 127.0.0.1:{upstream_port}; client_max_body_size 0; location / {{ return 200 "hello world\\n"; }} }}
+server {{ listen 127.0.0.1:{upstream_port}; client_max_body_size 0; location / {{ return 200 "hello world\\n"; }}
+  location /always503 {{ return 503 "busy\\n"; }} }}
 server {{ listen 127.0.0.1:{upstream_h2_port} http2; location / {{ return 200 "hello world\\n"; }} }}
 }}""")
 proxy_conf = write("nginx.conf", nginx_common % ("nginx", "nginx") + f"""
@@ -122,7 +123,17 @@ backend be
 gateway_conf = write("gatewayd.yaml", f"""listeners: [{{address: 127.0.0.1:{ports['gatewayd']}, protocols: [http1, h2c]}}]
 logging: {{access_log: false}}
 upstreams: {{up: {{url: "http://127.0.0.1:{upstream_port}", max_connections: 128}}}}
-routes: [{{name: pass, upstream: up, headers: {{set: {{X-Injected: "1"}}}}}}]
+routes:
+  - {{name: rewrite, match: {{path: /rewrite}}, upstream: up, rewrite: {{method: GET, encoding: query}}}}
+  - {{name: retry, match: {{path: /always503}}, upstream: up,
+     retry: {{attempts: 2, on: [503], backoff: {{strategy: immediate}}}}}}
+  - {{name: pass, upstream: up, headers: {{set: {{X-Injected: "1"}}}}}}
+""")
+# 10-key JSON body, POSTed by wrk to the rewrite route (-> GET with a query string)
+rewrite_lua = write("rewrite.lua", """wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"q":"swift nio","page":2,"exact":true,"tags":["a","b","c"],"sort":"stars","order":"desc",'
+  .. '"since":"2024-05-01T00:00:00Z","lang":"sv","filter":"k=v&w","note":"fünf Wörter"}'
 """)
 
 try:
@@ -141,9 +152,9 @@ try:
     time.sleep(0.5)
     idle_rss = {name: rss_mib(p) for name, p in servers.items()}
 
-    def run_h1(port):
-        out = subprocess.run(["wrk", "-t1", "-c64", f"-d{SECONDS}s", "--latency", f"http://127.0.0.1:{port}/"],
-                             capture_output=True, text=True).stdout
+    def run_h1(port, path="/", script=None):
+        out = subprocess.run(["wrk", "-t1", "-c64", f"-d{SECONDS}s", "--latency", *(["-s", script] if script else []),
+                              f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True).stdout
         rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
         total = int(re.search(r"(\d+) requests in", out).group(1))
         errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -186,8 +197,25 @@ try:
             print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rss} | {ratio('direct')} | {ratio('nginx')} | "
                   f"{ratio('haproxy')} | {failed:.0f} |")
 
-    # Memory: a 1 GiB upload streamed through, then idle connections held open.
+    # gatewayd's own routes: pass-through, a rewrite (10-key JSON body -> GET
+    # query string), and a retrying route whose every try gets 503 (one retry per call).
     gw = servers["gatewayd"]
+    runs = {"pass-through": ("/", None), "rewrite": ("/rewrite", rewrite_lua), "retry (2 tries)": ("/always503", None)}
+    results = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, (path, script) in runs.items():
+            before = cpu_ticks(gw)
+            rps, total, p50, p99, _ = run_h1(ports["gatewayd"], path, script)
+            results[name].append((rps, p50, p99, (cpu_ticks(gw) - before) / HZ * 1e6 / max(total, 1)))
+    med = {name: [statistics.median(r[i] for r in rows) for i in range(4)] for name, rows in results.items()}
+    base_rps, base_cpu = med["pass-through"][0], med["pass-through"][3]
+    print(f"\ngatewayd routes (wrk -t1 -c64): medians of {ROUNDS} interleaved rounds of {SECONDS}s")
+    print("| route | req/s | p50 ms | p99 ms | CPU µs/req | ÷ pass-through req/s | extra CPU ÷ plain call |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (rps, p50, p99, cpu) in med.items():
+        print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rps / base_rps:.2f} | {(cpu - base_cpu) / base_cpu:.2f} |")
+
+    # Memory: a 1 GiB upload streamed through, then idle connections held open.
     status = lambda field: int(next(l for l in open(f"/proc/{gw.pid}/status") if l.startswith(field)).split()[1]) / 1024
     before_upload = status("VmRSS:")
     upload = subprocess.run(["sh", "-c", f"head -c {1 << 30} /dev/zero | curl -s -o /dev/null -w '%{{http_code}}' "

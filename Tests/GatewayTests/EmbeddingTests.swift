@@ -44,14 +44,14 @@ import Testing
         defer { Task { try await server.shutdown(); await upstream.stop() } }
         let base = "http://127.0.0.1:\(gatewayPort)"
 
-        let ok = try curl(["-i", "\(base)/items?a=1", "-H", "X-Request-Id: r-1"]).text
+        let ok = try await curlDetached(["-i", "\(base)/items?a=1", "-H", "X-Request-Id: r-1"]).text
         #expect(ok.hasPrefix("HTTP/1.1 200 OK\r\n"))
-        let rewritten = try curl(["\(base)/json", "-H", "Content-Type: application/json", "-d", #"{"a":1}"#])
+        let rewritten = try await curlDetached(["\(base)/json", "-H", "Content-Type: application/json", "-d", #"{"a":1}"#])
         #expect(rewritten.text == "ok")
-        let forbidden = try curl(["-i", "\(base)/forbidden"]).text
+        let forbidden = try await curlDetached(["-i", "\(base)/forbidden"]).text
         #expect(forbidden.hasPrefix("HTTP/1.1 403 Forbidden\r\n"))
         #expect(forbidden.contains(#""detail":"the signer refused","route":"api"}"#))
-        let broken = try curl(["-i", "\(base)/broken"]).text
+        let broken = try await curlDetached(["-i", "\(base)/broken"]).text
         #expect(broken.hasPrefix("HTTP/1.1 500 Internal Server Error\r\n"))
         #expect(broken.contains(#""type":"urn:gatewayd:problem:modifier-failed""#))
 
@@ -104,8 +104,8 @@ extension EmbeddingTests {
         let gatewayPort = try await server.start()[0].port!
         defer { Task { try await server.shutdown(); await upstream.stop() } }
 
-        #expect(try curl(["http://127.0.0.1:\(gatewayPort)/tea"]).text == "try 2")
-        let bad = try curl(["-i", "http://127.0.0.1:\(gatewayPort)/bad"]).text
+        #expect(try await curlDetached(["http://127.0.0.1:\(gatewayPort)/tea"]).text == "try 2")
+        let bad = try await curlDetached(["-i", "http://127.0.0.1:\(gatewayPort)/bad"]).text
         #expect(bad.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
         #expect(bad.contains("validator Teapots refused the answer of upstream legacy (upstream status 200)"))
     }

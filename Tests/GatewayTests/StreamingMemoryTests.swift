@@ -50,3 +50,32 @@ import Testing
         #expect(growth < 24 << 20, "peak RSS grew \(growth >> 20) MiB during a \(size >> 20) MiB download")
     }
 }
+
+/// Finished HTTP/2 streams and connections must leave nothing behind (a
+/// handler that kept its context alive once leaked ~800 bytes per stream).
+@Suite struct StreamLeakTests {
+    @Test func manyHTTP2StreamsDoNotGrowMemory() async throws {
+        let upstream = RecordingUpstream(keepBodies: false)
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("leak-\(getpid())-\(port).yaml")
+        try """
+            listeners: [{address: 127.0.0.1:0}]
+            logging: {access_log: false}
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes: [{name: app, upstream: app}]
+            """.write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        func load(_ requests: Int) async throws {
+            let out = try await runPeerDetached("/usr/bin/h2load", ["-n", "\(requests)", "-c", "8", "-m", "8", "http://127.0.0.1:\(gateway.port)/x"]).text
+            #expect(out.contains("\(requests) succeeded, 0 failed"), "\(out)")
+        }
+        try await load(4000)  // warm up: pools, allocator arenas
+        let before = try gateway.residentBytes()
+        try await load(20000)
+        let growth = try gateway.residentBytes() - before
+        #expect(growth < 6 << 20, "RSS grew \(growth >> 10) KiB over 20,000 streams")
+    }
+}

@@ -38,6 +38,8 @@ public struct UpstreamURL: Sendable, Hashable, CustomStringConvertible {
     /// Upstream path + route target with exactly one `/` between them; the
     /// upstream's own query goes first, then the route's.
     public func join(_ target: String) -> String {
+        // The common case, an upstream URL without path or query: the target as is.
+        if basePath.isEmpty, query == nil, target.hasPrefix("/") { return target }
         var path = target
         var routeQuery: Substring?
         if let q = target.firstIndex(of: "?") {

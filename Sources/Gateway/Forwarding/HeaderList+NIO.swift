@@ -17,7 +17,10 @@ extension HTTPHeaders {
         var doomed: [String] = []
         for (name, value) in self where HeaderList.isHopByHop(name) {
             doomed.append(name)
-            guard HeaderList.equalNames(name, "Connection") else { continue }
+            // `Connection: keep-alive` / `close` (nearly every answer) names no header.
+            guard HeaderList.equalNames(name, "Connection"), !HeaderList.equalNames(value, "keep-alive"),
+                !HeaderList.equalNames(value, "close")
+            else { continue }
             for token in HeaderList.connectionTokens(CollectionOfOne(value)) where token != "close" && token != "keep-alive" {
                 doomed.append(String(token))
             }

@@ -72,6 +72,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         var replayed = false
         /// The credential generation each of the route's refreshers gave this try.
         var credentials: [Int] = []
+        /// Set while a refused answer is read to its end; the retry waits this long after.
+        var retryAfterDrain: Duration?
 
         init(requestHead: HTTPRequestHead, request: UpstreamRequest, route: Route, requestID: String,
              retry: RetryState<ContinuousClock>?, replayed: Bool = false) {
@@ -102,6 +104,15 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
+        timer = nil
+        if let call {
+            self.call = nil
+            call.connection?.abandon()
+        }
+        streaming = nil
+        // The context holds this handler: keeping it would leak both (and the
+        // channel) once the pipeline is gone — one per HTTP/2 stream.
+        self.context = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -318,9 +329,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     /// `retry.per_try_timeout`: a try that has not answered in time fails as
     /// `timeout` (which the retry conditions may retry).
     private func armPerTryTimeout() {
-        guard var call, let perTry = call.route.config.retry?.perTryTimeout else { return }
+        guard let call, let perTry = call.route.config.retry?.perTryTimeout else { return }
         call.tryNumber += 1
-        self.call = call
         let number = call.tryNumber
         context.eventLoop.scheduleTask(in: perTry.timeAmount) { [self] in
             guard let current = self.call, current.tryNumber == number, !current.responseHeadSent, let connection = current.connection else { return }
@@ -366,7 +376,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     /// `answerComplete`: the connection already finished its answer (and went
     /// back to its pool), so it is not abandoned.
     private func decide(_ outcome: TryOutcome, upstreamStatus: Int?, answerComplete: Bool = false) -> Bool {
-        guard var call, var retry = call.retry else { return false }
+        guard let call, var retry = call.retry else { return false }
         if answerComplete { call.connection = nil }
         let action = retry.tryFinished(outcome, now: .now, random: &random)
         call.retry = retry
@@ -393,16 +403,40 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
                            route: call.route.config.name), to: call.requestHead, requestID: call.requestID)
             return true
         case .retry(let delay, _):
-            call.connection?.abandon()
-            self.call?.connection = nil
             log.upstreamStatus = nil
-            if delay == .zero { forward() } else {
-                context.eventLoop.scheduleTask(in: delay.timeAmount) { [self] in
-                    if self.call != nil { forward() }
-                }
+            // A small refused answer is read to its end, so its connection
+            // goes back to the pool instead of being closed and re-opened.
+            if case .response(_, let headers, _) = outcome, call.connection != nil,
+                let length = headers["Content-Length"].flatMap(Int.init), length <= Self.drainLimit
+            {
+                call.retryAfterDrain = delay
+                return true
             }
+            call.connection?.abandon()
+            call.connection = nil
+            self.retry(after: delay)
             return true
         }
+    }
+
+    /// Answers up to this size that decided a retry are drained, not dropped with their connection.
+    static let drainLimit = 64 * 1024
+
+    private func retry(after delay: Duration) {
+        guard delay > .zero else { return forward() }
+        context.eventLoop.scheduleTask(in: delay.timeAmount) { [self] in
+            if self.call != nil { forward() }
+        }
+    }
+
+    /// The refused answer being drained ended (or its connection failed):
+    /// the retry starts.
+    private func drained() -> Bool {
+        guard let call, let delay = call.retryAfterDrain else { return false }
+        call.retryAfterDrain = nil
+        call.connection = nil
+        retry(after: delay)
+        return true
     }
 
     /// The route's `refresh` action: take a newer credential, or wait for the
@@ -533,7 +567,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {
-        guard call != nil else { return }
+        guard call != nil, call?.retryAfterDrain == nil else { return }
         if call?.heldHead != nil {
             call?.heldBody.append(contentsOf: buffer.readableBytesView)
             if call!.heldBody.count > shared.config.limits.maxBodyBytes { releaseHeldAnswer() }
@@ -546,6 +580,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     func upstreamEnd() {
+        if drained() { return }
         if let held = call?.heldHead, let body = call?.heldBody {
             let headers = HeaderList(held.headers)
             let status = Int(held.status.code)
@@ -563,6 +598,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     func upstreamFailed(_ error: UpstreamError, responseStarted: Bool) {
         guard let call else { return }
+        if drained() { return }
         // A reused keep-alive connection the upstream closed as we sent: the
         // request never reached it, so replay once on a fresh connection.
         if !responseStarted, decide(.failure(error), upstreamStatus: nil) { return }

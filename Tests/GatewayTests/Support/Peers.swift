@@ -28,6 +28,19 @@ func runPeer(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil)
     return PeerResult(status: process.terminationStatus, out: Array(outData), err: String(decoding: errData, as: UTF8.self))
 }
 
+/// `runPeer` on a thread of its own: waiting for the peer does not hold one
+/// of the few cooperative threads, which the gateway's own tasks (request
+/// modifiers) need to answer it.
+func runPeerDetached(_ executable: String, _ arguments: [String]) async throws -> PeerResult {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try runPeer(executable, arguments) }) }.start()
+    }
+}
+
+func curlDetached(_ arguments: [String]) async throws -> PeerResult {
+    try await runPeerDetached("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
+}
+
 func curl(_ arguments: [String]) throws -> PeerResult {
     try runPeer("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
 }
