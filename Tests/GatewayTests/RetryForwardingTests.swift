@@ -177,5 +177,7 @@ import Testing
         }
         // 5 calls; the budget allows max(2, 10% of calls) = 2 retries in the window.
         #expect(upstream.requests.count == 7)
+        // Each refused answer was read to its end: every try on one kept-alive connection.
+        #expect(upstream.connections == 1)
     }
 }
