@@ -25,13 +25,20 @@ actor Reloader {
 
     nonisolated var current: GatewayConfig { loaded.withLock { $0.config } }
 
-    private var running = false
+    /// The reload before this one; each waits for it, so reloads never overlap.
+    private var last: Task<ReloadOutcome, Never>?
 
     func reload(trigger: String) async -> ReloadOutcome {
-        // Actor methods may interleave at `await`: one reload at a time.
-        while running { await Task.yield() }
-        running = true
-        defer { running = false }
+        let previous = last
+        let task = Task {
+            _ = await previous?.value
+            return await self.reloadNow(trigger: trigger)
+        }
+        last = task
+        return await task.value
+    }
+
+    private func reloadNow(trigger: String) async -> ReloadOutcome {
         notifier.reloading()
         defer { notifier.ready(status: "serving") }
         let next: LoadedConfig

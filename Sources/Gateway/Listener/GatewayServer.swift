@@ -40,9 +40,9 @@ public actor GatewayServer {
     }
 
     private struct BoundListener {
-        var slot: ListenerSlot
-        var channel: Channel
-        var quiescing: ServerQuiescingHelper
+        let slot: ListenerSlot
+        let channel: Channel
+        let quiescing: ServerQuiescingHelper
     }
 
     /// `modifiers` run, in order, on every upstream request after the config's
@@ -85,14 +85,13 @@ public actor GatewayServer {
     /// that does not load, an address that cannot be bound.
     public func reload(_ newConfig: GatewayConfig) async throws {
         let contexts = try makeContexts(newConfig)
-        var kept: [ListenerKey: BoundListener] = [:]
+        var kept: [ListenerKey: ListenerContext] = [:]
         var added: [ListenerKey: BoundListener] = [:]
         do {
             for (listener, context) in zip(newConfig.listeners, contexts) {
                 let key = ListenerKey(listener)
-                if var bound = listeners[key] {
-                    bound.slot = ListenerSlot(context)
-                    kept[key] = bound
+                if listeners[key] != nil {
+                    kept[key] = context
                 } else {
                     added[key] = try await bind(listener, context: context)
                 }
@@ -101,7 +100,7 @@ public actor GatewayServer {
             for bound in added.values { try? await bound.channel.close() }
             throw error
         }
-        for (key, bound) in kept { listeners[key]!.slot.context = bound.slot.context }
+        for (key, context) in kept { listeners[key]!.slot.context = context }
         for (key, bound) in listeners where kept[key] == nil {
             bound.quiescing.initiateShutdown(promise: nil)
         }
