@@ -226,7 +226,9 @@ public actor GatewayServer {
         let shared = slot.context
         let pipeline = channel.pipeline.syncOperations
         guard http2 else {
-            try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
+            // No pipelining assistance: ProxyHandler queues pipelined requests
+            // itself without toggling read interest per request.
+            try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: true)
             try pipeline.addHandler(ProxyHandler(slot: slot, isStream: false))
             return
         }

@@ -121,8 +121,39 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        // HTTP/1.1 pipelining: the next request's parts wait until this answer
+        // has ended. Reading goes on (no read-interest toggling per request,
+        // as NIO's pipelining handler does); a long queue pauses it.
+        if exchange.answering && !exchange.reading {
+            exchange.queued.append(part)
+            if exchange.queued.count == Self.maxQueuedParts { setClientReading(false) }
+            return
+        }
+        process(part)
+    }
+
+    /// Request parts of a later pipelined request held at most (then reading pauses).
+    static let maxQueuedParts = 64
+
+    /// Where this HTTP/1.1 connection is between requests and answers.
+    private struct Exchange {
+        /// The current request's head arrived and its end has not.
+        var reading = false
+        /// Its answer has not ended yet.
+        var answering = false
+        var queued = CircularBuffer<HTTPServerRequestPart>()
+        /// Draining: the answer in flight is the last one.
+        var quiescing = false
+    }
+
+    private var exchange = Exchange()
+
+    private func process(_ part: HTTPServerRequestPart) {
+        switch part {
         case .head(let head):
+            exchange.reading = true
+            exchange.answering = true
             shared = slot.context
             clearDeadline()
             log = AccessLog.Entry(method: head.method.rawValue, target: head.uri)
@@ -140,6 +171,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
                 }
             }
         case .end:
+            exchange.reading = false
             if streaming != nil {
                 streamEnd()
             } else if let head {
@@ -559,7 +591,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         nioHeaders.removeHopByHop()
         nioHeaders.replaceOrAdd(name: "X-Request-Id", value: call.requestID)
         call.route.config.responseHeaders.apply(to: &nioHeaders)
-        if !call.requestHead.isKeepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
+        if !call.requestHead.isKeepAlive || exchange.quiescing { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         call.responseHeadSent = true
         log.upstreamStatus = Int(upstreamHead.status.code)
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: call.requestHead.version, status: upstreamHead.status,
@@ -712,7 +744,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     private func answer(status: Int, headers: HeaderList, body: [UInt8], to head: HTTPRequestHead, close: Bool = false) {
         var nioHeaders = headers.httpHeaders
         nioHeaders.replaceOrAdd(name: "Content-Length", value: String(body.count))
-        let keepAlive = head.isKeepAlive && !close
+        let keepAlive = head.isKeepAlive && !close && !exchange.quiescing
         if !keepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         let responseHead = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: nioHeaders)
         log.bytes = body.count
@@ -760,10 +792,29 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     private func finishExchange(keepAlive: Bool, done: EventLoopFuture<Void>) {
-        if keepAlive {
-            if !isStream { setDeadline(shared.config.limits.idleTimeout) }
-        } else {
+        exchange.answering = false
+        guard keepAlive, !exchange.quiescing else {
+            exchange.queued.removeAll()
             done.whenComplete { [context] _ in context?.close(promise: nil) }
+            return
         }
+        if isStream { return }
+        setDeadline(shared.config.limits.idleTimeout)
+        // Pipelined requests read meanwhile go on, one answer at a time.
+        let wasFull = exchange.queued.count >= Self.maxQueuedParts
+        while let part = exchange.queued.popFirst() {
+            process(part)
+            if exchange.answering && !exchange.reading { break }
+        }
+        if wasFull && exchange.queued.count < Self.maxQueuedParts { setClientReading(true) }
+    }
+
+    /// Graceful stop (drain): an idle connection closes now; one with a call
+    /// in flight answers it with `Connection: close`, then closes.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ChannelShouldQuiesceEvent, !isStream else { return context.fireUserInboundEventTriggered(event) }
+        exchange.quiescing = true
+        exchange.queued.removeAll()
+        if !exchange.reading && !exchange.answering { context.close(promise: nil) }
     }
 }

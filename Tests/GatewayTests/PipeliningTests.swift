@@ -1,0 +1,38 @@
+import Testing
+@testable import Gateway
+
+/// HTTP/1.1 pipelining on real sockets: requests sent back to back in one
+/// write are answered one by one, in order, each with its own body.
+@Suite struct PipeliningTests {
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        let upstream = RecordingUpstream { request in
+            .respond(status: 200, headers: [], body: Array("\(request.method) \(request.uri) \(request.body.count)".utf8),
+                     delay: request.uri == "/slow" ? .milliseconds(200) : .zero)
+        }
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - {name: echo, match: {prefix: /echo}, upstream: echo}
+              - {name: app, upstream: app}
+            """)
+        defer { Task { await gateway.stop() } }
+
+        // The first answer is slow: the three after it arrive while it is in flight.
+        let requests = "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n"
+            + "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello"
+            + "GET /echo/x HTTP/1.1\r\nHost: a\r\n\r\n"
+            + "GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+        let out = try rawExchange(port: gateway.port, Array(requests.utf8))
+        let statuses = out.components(separatedBy: "HTTP/1.1 200 OK\r\n")
+        #expect(statuses.count == 5, "four answers, then the connection closed: \(out)")
+        #expect(statuses.count == 5 && statuses[1].hasSuffix("GET /slow 0"))
+        #expect(statuses.count == 5 && statuses[2].hasSuffix("POST /upload 5"))
+        #expect(statuses.count == 5 && statuses[3].contains(#""path":"/echo/x""#))
+        #expect(statuses.count == 5 && statuses[4].lowercased().contains("connection: close") && statuses[4].hasSuffix("GET /last 0"))
+        #expect(!out.contains("<timeout>"))
+        #expect(upstream.requests.map(\.uri) == ["/slow", "/upload", "/last"])
+    }
+}
