@@ -17,6 +17,8 @@ import Testing
             request.headers.set("X-Signature", "sig-\(context.client.requestID)")
             request.headers.remove("X-Injected")
             if request.body != nil { request.body = Array("replaced".utf8) }
+            // A modifier's output that would split the request is refused.
+            if request.target.contains("crlf") { request.headers.add("X-Evil", "a\r\nInjected: 1") }
         }
     }
 
@@ -54,6 +56,9 @@ import Testing
         let broken = try await curlDetached(["-i", "\(base)/broken"]).text
         #expect(broken.hasPrefix("HTTP/1.1 500 Internal Server Error\r\n"))
         #expect(broken.contains(#""type":"urn:gatewayd:problem:modifier-failed""#))
+        let crlf = try await curlDetached(["-i", "\(base)/crlf"]).text
+        #expect(crlf.hasPrefix("HTTP/1.1 500 Internal Server Error\r\n"))
+        #expect(crlf.contains("a request modifier produced an invalid header X-Evil"))
 
         let requests = upstream.requests
         #expect(requests.count == 2)
@@ -65,7 +70,7 @@ import Testing
         #expect(requests[1].header("Content-Length") == ["8"])
 
         let access = lines.entries
-        #expect(access.count == 4)
+        #expect(access.count == 5)
         let first = try #require(access.first)
         #expect(first["route"] == "api")
         #expect(first["method"] == "GET")
@@ -74,7 +79,7 @@ import Testing
         #expect(first["upstream_status"] == "200")
         #expect(first["bytes"] == "2")
         #expect(first["request_id"] == "r-1")
-        #expect(access.map { $0["status"] } == ["200", "200", "403", "500"])
+        #expect(access.map { $0["status"] } == ["200", "200", "403", "500", "500"])
     }
 }
 

@@ -16,3 +16,18 @@ public struct ModifierContext: Sendable {
     public var upstream: String
     public var client: ClientInfo
 }
+
+extension UpstreamRequest {
+    /// What a modifier produced must still be one well-formed request: NIO's
+    /// outbound header validation is off (everything else the gateway sends
+    /// is checked where it is made), so a CR or LF here would split it.
+    func checkWireSafe(route: String) throws(Problem) {
+        let targetSafe = target.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
+        let bad = headers.first { !HeaderList.isValidName($0.name) || !HeaderList.isValidValue($0.value) }
+        guard HeaderList.isValidName(method), targetSafe, bad == nil else {
+            let what = bad.map { "header \($0.name)" } ?? (targetSafe ? "method" : "target")
+            throw Problem(status: 500, code: "modifier-failed", title: "A request modifier failed",
+                          detail: "a request modifier produced an invalid \(what)", route: route)
+        }
+    }
+}

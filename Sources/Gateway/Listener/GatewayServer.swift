@@ -227,8 +227,11 @@ public actor GatewayServer {
         let pipeline = channel.pipeline.syncOperations
         guard http2 else {
             // No pipelining assistance: ProxyHandler queues pipelined requests
-            // itself without toggling read interest per request.
-            try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: true)
+            // itself without toggling read interest per request. No outbound
+            // header validation: answers carry what NIO parsed from the
+            // upstream plus config-checked values.
+            try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: true,
+                                                     withOutboundHeaderValidation: false)
             try pipeline.addHandler(ProxyHandler(slot: slot, isStream: false))
             return
         }

@@ -245,6 +245,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         promise.completeWithTask {
             var request = request
             for modifier in modifiers { try await modifier.modify(&request, context: hookContext) }
+            try request.checkWireSafe(route: hookContext.route)
             return request
         }
         promise.futureResult.whenComplete { [self] result in

@@ -121,7 +121,9 @@ final class UpstreamPool {
 
     private func connect(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<UpstreamConnection> {
         let name = upstream.name
-        return connectChannel(upstream, url: url) { pipeline in try pipeline.addHTTPClientHandlers() }
+        // Outbound validation off: requests are checked where they are built (config
+        // at load, modifiers' output in ProxyHandler), not again per write.
+        return connectChannel(upstream, url: url) { pipeline in try pipeline.addHTTPClientHandlers(enableOutboundHeaderValidation: false) }
             .flatMapErrorThrowing { error in
                 self.open[name, default: 1] -= 1
                 throw error
