@@ -96,9 +96,16 @@ struct MediaType {
     }
 
     var isJSON: Bool {
-        let lower = essence.lowercased()
-        return lower == "application/json" || (lower.hasPrefix("application/") && lower.hasSuffix("+json"))
+        Self.equal(essence, "application/json")
+            || (Self.equal(essence.prefix(12), "application/") && Self.equal(essence.suffix(5), "+json"))
     }
 
-    var isForm: Bool { essence.lowercased() == "application/x-www-form-urlencoded" }
+    var isForm: Bool { Self.equal(essence, "application/x-www-form-urlencoded") }
+
+    /// ASCII case-insensitive, without building a lowercased copy per request.
+    private static func equal(_ text: Substring, _ lower: StaticString) -> Bool {
+        let expected = UnsafeBufferPointer(start: lower.utf8Start, count: lower.utf8CodeUnitCount)
+        return text.utf8.count == expected.count
+            && zip(text.utf8, expected).allSatisfy { a, b in a == b || (a >= 0x41 && a <= 0x5A && a | 0x20 == b) }
+    }
 }

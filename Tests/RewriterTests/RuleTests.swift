@@ -92,6 +92,12 @@ import Testing
         #expect(form.body == Array("{\"a\":[\"1\",\"2\"]}".utf8))
         let vendorJSON = try apply(Rule(encoding: .query), "POST", "/p", json: "{\"v\":1}", contentType: "application/vnd.api+json")
         #expect(vendorJSON.target == "/p?v=1")
+        // Media types compare case-insensitively, parameters and spaces aside.
+        let shouted = try apply(Rule(encoding: .query), "POST", "/p", json: "{\"v\":2}", contentType: " Application/JSON ; charset=UTF-8")
+        #expect(shouted.target == "/p?v=2")
+        let shoutedForm = try apply(Rule(encoding: .query), "POST", "/p", json: "a=3", contentType: "APPLICATION/X-WWW-FORM-URLENCODED")
+        #expect(shoutedForm.target == "/p?a=3")
+        #expect(throws: RewriteError.self) { try apply(Rule(), "POST", "/p", json: "{}", contentType: "application/jsonx") }
     }
 
     @Test func badBodiesAreClientErrors() throws {

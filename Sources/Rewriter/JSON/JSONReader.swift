@@ -120,6 +120,8 @@ private struct Cursor {
         index += 1
         var array: [JSONValue] = []
         skipWhitespace()
+        // One allocation for the usual short list instead of growing 1, 2, 4, 8.
+        if current != UInt8(ascii: "]") { array.reserveCapacity(8) }
         if current == UInt8(ascii: "]") {
             index += 1
             return array
