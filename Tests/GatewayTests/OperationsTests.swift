@@ -166,6 +166,34 @@ import Testing
         #expect(gateway.log.contains("draining"))
     }
 
+    @Test func aSecondSignalDoesNotWaitForTheDrain() async throws {
+        let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("late".utf8), delay: .seconds(8)) }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let config = Self.tempFile("second-signal.yaml")
+        try Self.writeConfig("""
+            listeners: [{address: 127.0.0.1:0}]
+            limits: {drain_timeout: 30s}
+            upstreams: {slow: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes: [{name: slow, upstream: slow}]
+            """, to: config)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        let call = Process()
+        call.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        call.arguments = ["-s", "-o", "/dev/null", "--max-time", "15", "http://127.0.0.1:\(gateway.port)/slow"]
+        try call.run()
+        defer { call.terminate() }
+        while upstream.requests.isEmpty { usleep(20_000) }
+        gateway.signal(SIGTERM)
+        // Draining: the slow call holds the process (up to drain_timeout).
+        #expect(gateway.waitForExit(timeout: 1) == nil)
+        gateway.signal(SIGTERM)
+        #expect(gateway.waitForExit(timeout: 3) == 1)
+        #expect(gateway.log.contains("exiting without waiting"))
+    }
+
     @Test func metricsAndRedactedConfigOnTheAdminEndpoint() throws {
         let secret = "s3cr3t-\(UInt32.random(in: 0...UInt32.max))"
         let config = Self.tempFile("admin.yaml")
