@@ -39,17 +39,18 @@ struct RunCommand: AsyncParsableCommand {
             reload: { await reloader.reload(trigger: "POST /reload") }))
         var services: [any Service] = [SignalService(reloader: reloader, logger: logger)]
         if let interval = notifier.watchdogInterval { services.append(WatchdogService(notifier: notifier, interval: interval)) }
-        services.append(ServingService(server: server, admin: config.admin.map { (admin, $0.address) }, reloader: reloader,
-                                       notifier: notifier, logger: logger))
+        // Stopped in reverse order: the listeners drain first, while the admin
+        // endpoint still answers (readiness 503 during the drain).
+        if let address = config.admin?.address { services.append(AdminService(admin: admin, address: address, logger: logger)) }
+        services.append(ServingService(server: server, reloader: reloader, notifier: notifier, logger: logger))
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }
 
-/// The listeners and the admin endpoint: up until a graceful stop, then drained.
+/// The listeners and their upstream pools: up until a graceful stop, then drained.
 struct ServingService: Service {
     let server: GatewayServer
-    let admin: (AdminServer, SocketAddressSpec)?
     let reloader: Reloader
     let notifier: SystemdNotifier
     let logger: Logger
@@ -61,10 +62,6 @@ struct ServingService: Service {
             let host = address.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "?"
             logger.notice("gatewayd \(GatewayVersion.current) listening on \(listener.tls == nil ? "http" : "https")://\(host):\(address.port ?? 0)")
         }
-        if let (admin, address) = admin {
-            let bound = try await admin.start(on: address)
-            logger.notice("admin endpoint on http://\(address.host):\(bound.port ?? 0)")
-        }
         notifier.ready(status: "serving")
         try? await gracefulShutdown()
         notifier.stopping()
@@ -73,7 +70,20 @@ struct ServingService: Service {
         let drained = await server.drain(timeout: timeout)
         if !drained { logger.warning("drain timeout passed: closing the connections still open") }
         try await server.shutdown()
-        if let (admin, _) = admin { try await admin.shutdown() }
         logger.notice("stopped")
+    }
+}
+
+/// The admin endpoint, until the listeners have drained.
+struct AdminService: Service {
+    let admin: AdminServer
+    let address: SocketAddressSpec
+    let logger: Logger
+
+    func run() async throws {
+        let bound = try await admin.start(on: address)
+        logger.notice("admin endpoint on http://\(address.host):\(bound.port ?? 0)")
+        try? await gracefulShutdown()
+        try await admin.shutdown()
     }
 }
