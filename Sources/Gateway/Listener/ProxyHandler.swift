@@ -249,6 +249,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             return request
         }
         promise.futureResult.whenComplete { [self] result in
+            // The call ended meanwhile (client gone, deadline): nothing to answer.
+            guard call != nil else { return }
             switch result {
             case .success(let modified):
                 proceed(modified)
