@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import Gateway
 import Logging
@@ -30,8 +31,9 @@ struct RunCommand: AsyncParsableCommand {
         let factory = PrometheusMetricsFactory(registry: registry)
         MetricsSystem.bootstrap(factory)
 
-        let server = GatewayServer(config: config, logger: Logger(label: "gatewayd.access"), metrics: factory,
-                                   threads: eventLoops)
+        // systemd socket activation: listeners take the sockets bound to their addresses.
+        let server = GatewayServer(config: config, logger: Logger(label: "gatewayd.access"), metrics: factory, threads: eventLoops,
+                                   inheritedSockets: .fromEnvironment(ProcessInfo.processInfo.environment))
         let notifier = SystemdNotifier()
         let reloader = Reloader(file: options.config, loaded: loaded, server: server, notifier: notifier, logger: logger)
         let admin = AdminServer(endpoints: .init(

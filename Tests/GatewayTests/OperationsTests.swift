@@ -194,6 +194,34 @@ import Testing
         #expect(gateway.log.contains("exiting without waiting"))
     }
 
+    /// systemd socket activation: the listening socket is bound before the
+    /// process starts (here by a wrapper that then execs gatewayd in the
+    /// same process, as systemd does) and passed as descriptor 3.
+    @Test func listensOnASocketFromSystemd() throws {
+        let config = Self.tempFile("activation.yaml")
+        let wrapper = """
+            import os, socket, sys
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen(128)
+            port = s.getsockname()[1]
+            with open(sys.argv[2], "w") as f:
+                f.write("listeners: [{address: 127.0.0.1:%d}]\\nroutes: [{name: echo, upstream: echo}]\\n" % port)
+            os.dup2(s.fileno(), 3)
+            os.set_inheritable(3, True)
+            env = dict(os.environ, LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
+            os.execve(sys.argv[1], [sys.argv[1], "run", "-c", sys.argv[2]], env)
+            """
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path,
+                                         command: ["/usr/bin/python3", "-c", wrapper, ExplainCommandTests.binary, config.path])
+        defer { gateway.stop() }
+        // Binding the address again in the same process would have failed: the inherited socket serves.
+        let yaml = try String(contentsOf: config, encoding: .utf8)
+        #expect(yaml.contains("127.0.0.1:\(gateway.port)}]"))
+        #expect(try curl(["http://127.0.0.1:\(gateway.port)/activated"]).text.contains(#""path":"/activated""#))
+    }
+
     @Test func metricsAndRedactedConfigOnTheAdminEndpoint() throws {
         let secret = "s3cr3t-\(UInt32.random(in: 0...UInt32.max))"
         let config = Self.tempFile("admin.yaml")

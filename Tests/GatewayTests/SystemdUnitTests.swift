@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Gateway
 
-/// systemd/gatewayd.service as systemd reads it, with the built binary
+/// systemd/gatewayd.service and gatewayd.socket as systemd reads them, with the built binary
 /// installed where the unit expects it (in a scratch root).
 @Suite struct SystemdUnitTests {
     static let unit = ExplainCommandTests.root.appendingPathComponent("systemd/gatewayd.service")
@@ -18,7 +18,9 @@ import Testing
         try fm.copyItem(atPath: "/bin/kill", toPath: root.appendingPathComponent("bin/kill").path)
         try fm.copyItem(atPath: "/usr/lib/systemd/system", toPath: root.appendingPathComponent("usr/lib/systemd/system").path)
         try fm.copyItem(at: Self.unit, to: root.appendingPathComponent("etc/systemd/system/gatewayd.service"))
-        let result = try runPeer("/usr/bin/systemd-analyze", ["verify", "--root=\(root.path)", "gatewayd.service"])
+        try fm.copyItem(at: Self.unit.deletingPathExtension().appendingPathExtension("socket"),
+                        to: root.appendingPathComponent("etc/systemd/system/gatewayd.socket"))
+        let result = try runPeer("/usr/bin/systemd-analyze", ["verify", "--root=\(root.path)", "gatewayd.service", "gatewayd.socket"])
         #expect(result.status == 0)
         #expect(result.err.isEmpty && result.out.isEmpty, "systemd-analyze: \(result.err)\(result.text)")
     }

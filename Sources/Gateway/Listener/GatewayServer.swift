@@ -24,6 +24,8 @@ public actor GatewayServer {
     /// Listening and not draining: what `/readyz` says.
     public nonisolated let status = ServingStatus()
     private var pools: UpstreamPools?
+    /// Sockets from systemd socket activation, not yet used by a listener.
+    private var inherited: InheritedSockets
     private var listeners: [ListenerKey: BoundListener] = [:]
 
     /// What identifies a listener across reloads: the same address,
@@ -50,10 +52,14 @@ public actor GatewayServer {
     /// chain. `logger` receives the access log (one line per call);
     /// `metrics` the counters and histograms (swift-metrics' global factory
     /// when nil); `threads` event loops serve calls (one per core when nil).
+    /// A listener whose address one of `inheritedSockets` is bound to uses it
+    /// instead of binding (socket activation).
     public init(
         config: GatewayConfig, modifiers: [any RequestModifier] = [], validators: [any ResponseValidator] = [],
-        logger: Logger = Logger(label: "gatewayd.access"), metrics: (any MetricsFactory)? = nil, threads: Int? = nil
+        logger: Logger = Logger(label: "gatewayd.access"), metrics: (any MetricsFactory)? = nil, threads: Int? = nil,
+        inheritedSockets: InheritedSockets = InheritedSockets()
     ) {
+        inherited = inheritedSockets
         self.metrics = GatewayMetrics(factory: metrics ?? MetricsSystem.factory)
         self.config = config
         self.modifiers = modifiers
@@ -159,7 +165,7 @@ public actor GatewayServer {
         let metrics = metrics
         let channel: Channel
         do {
-            channel = try await ServerBootstrap(group: group)
+            let bootstrap = ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .serverChannelOption(.backlog, value: 1024)
                 .serverChannelInitializer { channel in
@@ -200,8 +206,11 @@ public actor GatewayServer {
                         }
                     }
                 }
-                .bind(host: listener.address.host, port: listener.address.port)
-                .get()
+            if let fd = inherited.take(listener.address) {
+                channel = try await bootstrap.withBoundSocket(descriptor: fd).get()
+            } else {
+                channel = try await bootstrap.bind(host: listener.address.host, port: listener.address.port).get()
+            }
         } catch {
             throw ListenerError(message: "cannot listen on \(listener.address): \(error)")
         }

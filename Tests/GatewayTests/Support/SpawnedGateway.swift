@@ -19,9 +19,12 @@ final class SpawnedGateway: @unchecked Sendable {
     }
     private let output = NIOLockedValueBox("")
 
-    init(config: String, environment: [String: String] = [:]) throws {
-        process.executableURL = URL(fileURLWithPath: ExplainCommandTests.binary)
-        process.arguments = ["run", "-c", config]
+    /// `command`: how to start it instead of `gatewayd run -c config` (a
+    /// wrapper that execs the binary).
+    init(config: String, environment: [String: String] = [:], command: [String]? = nil) throws {
+        let command = command ?? [ExplainCommandTests.binary, "run", "-c", config]
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         let err = Pipe()
         process.standardError = err
