@@ -19,6 +19,8 @@ extension Rule {
         let queryObject = actualQuery ?? (placement == .query ? params : nil)
         if let queryObject, !queryObject.isEmpty {
             let hasQuery = target.contains(UInt8(ascii: "?"))
+            // Room for the parameters as escaped: one allocation, not a doubling series.
+            target.reserveCapacity(target.count + 2 * (request.body.count + (request.query?.utf8.count ?? 0)) + 64)
             target.append(hasQuery ? UInt8(ascii: "&") : UInt8(ascii: "?"))
             let encoder = QueryEncoder(options: query, spaceAsPlus: query.spaces == .plus)
             let before = target.count

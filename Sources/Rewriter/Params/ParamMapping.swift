@@ -2,7 +2,8 @@ extension Array where Element == ParamRule {
     /// Applies the keyed mapping in order. A renamed key keeps its source's
     /// position, a constant overwrites in place, missing defaults and constants
     /// are appended in `params` order; keys no rule names pass through.
-    public func apply(to input: JSONObject) throws(RewriteError) -> JSONObject {
+    /// `input` is consumed: the caller's only copy is edited in place.
+    public func apply(to input: consuming JSONObject) throws(RewriteError) -> JSONObject {
         var object = input
         for rule in self {
             if let constant = rule.value {

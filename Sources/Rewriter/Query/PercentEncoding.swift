@@ -19,34 +19,34 @@ public enum PercentEncoding {
         string.withUTF8 { append(bytes: $0, to: &out, spaceAsPlus: spaceAsPlus) }
     }
 
-    /// Sizes the output once, then writes through raw buffers with a class
-    /// table: per-byte `Array.append` and branchy classification dominated profiles.
+    /// Encodes in one pass into stack scratch space, a chunk at a time, and
+    /// appends each chunk in one copy: per-byte `Array.append` and branchy
+    /// classification dominated profiles, and so did a counting pass.
     public static func append(bytes source: UnsafeBufferPointer<UInt8>, to out: inout [UInt8], spaceAsPlus: Bool = false) {
-        byteClass.withUnsafeBufferPointer { classes in
-            let plus: UInt8 = spaceAsPlus ? 1 : 3
-            var needed = 0
-            for byte in source {
-                let c = classes[Int(byte)]
-                needed += Int(c == 2 ? plus : c)
-            }
-            let start = out.count
-            out.append(contentsOf: repeatElement(0, count: needed))
-            out.withUnsafeMutableBufferPointer { target in
-                var j = start
-                for byte in source {
-                    let c = classes[Int(byte)]
-                    if c == 1 {
-                        target[j] = byte
-                        j += 1
-                    } else if c == 2 && spaceAsPlus {
-                        target[j] = UInt8(ascii: "+")
-                        j += 1
-                    } else {
-                        target[j] = UInt8(ascii: "%")
-                        target[j + 1] = upperHexDigit(byte >> 4)
-                        target[j + 2] = upperHexDigit(byte & 0xF)
-                        j += 3
+        let chunk = 256
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: chunk * 3) { target in
+            byteClass.withUnsafeBufferPointer { classes in
+                var i = 0
+                while i < source.count {
+                    let end = min(i + chunk, source.count)
+                    var j = 0
+                    for byte in source[i..<end] {
+                        let c = classes[Int(byte)]
+                        if c == 1 {
+                            target[j] = byte
+                            j += 1
+                        } else if c == 2 && spaceAsPlus {
+                            target[j] = UInt8(ascii: "+")
+                            j += 1
+                        } else {
+                            target[j] = UInt8(ascii: "%")
+                            target[j + 1] = upperHexDigit(byte >> 4)
+                            target[j + 2] = upperHexDigit(byte & 0xF)
+                            j += 3
+                        }
                     }
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: target[..<j]))
+                    i = end
                 }
             }
         }
