@@ -90,11 +90,14 @@ struct MediaType {
     let essence: Substring
 
     init(_ header: String) {
-        let end = header.firstIndex(of: ";") ?? header.endIndex
-        var essence = header[..<end]
-        while essence.last == " " || essence.last == "\t" { essence.removeLast() }
-        while essence.first == " " || essence.first == "\t" { essence.removeFirst() }
-        self.essence = essence
+        // On UTF-8 code units: Character-wise scanning (grapheme breaking) showed in profiles.
+        let utf8 = header.utf8
+        let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        let end = utf8.firstIndex(of: UInt8(ascii: ";")) ?? utf8.endIndex
+        var lower = utf8.startIndex, upper = end
+        while lower < upper, isSpace(utf8[lower]) { lower = utf8.index(after: lower) }
+        while upper > lower, isSpace(utf8[utf8.index(before: upper)]) { upper = utf8.index(before: upper) }
+        essence = header[lower..<upper]
     }
 
     var isJSON: Bool {

@@ -52,6 +52,8 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
     }
 
     public mutating func remove(_ name: String) {
+        // Absent (the usual case): no mutation, so no copy of a shared list.
+        guard contains(name) else { return }
         fields.removeAll { Self.equalNames($0.name, name) }
     }
 
