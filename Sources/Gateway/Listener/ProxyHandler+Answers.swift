@@ -1,0 +1,80 @@
+import NIOCore
+import NIOHTTP1
+import Rewriter
+
+/// The connection's timer and the answers the gateway writes itself.
+extension ProxyHandler {
+    /// One timer per connection or stream, re-armed lazily: each call only
+    /// moves `deadline` (header, idle or route timeout); the scheduled task is
+    /// replaced only when the new deadline is earlier than the one it waits for.
+    func setDeadline(_ duration: Duration) {
+        let deadline = NIODeadline.now() + duration.timeAmount
+        self.deadline = deadline
+        if let scheduledFor, scheduledFor <= deadline, timer != nil { return }
+        schedule(at: deadline)
+    }
+
+    func clearDeadline() { deadline = nil }
+
+    func schedule(at when: NIODeadline) {
+        timer?.cancel()
+        scheduledFor = when
+        timer = context.eventLoop.scheduleTask(deadline: when) { [self] in
+            timer = nil
+            scheduledFor = nil
+            guard let deadline else { return }
+            if deadline > NIODeadline.now() { return schedule(at: deadline) }
+            self.deadline = nil
+            timerFired()
+        }
+    }
+
+    func timerFired() {
+        guard context.channel.isActive else { return }
+        guard let call else {
+            // No request in flight: the client sent no (complete) head in time.
+            if head == nil { context.close(promise: nil) }
+            return
+        }
+        self.call = nil
+        call.connection?.abandon()
+        endStreaming()
+        if call.responseHeadSent {
+            record(status: log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
+            context.close(promise: nil)
+        } else {
+            answer(Problem(status: 504, code: "deadline", title: "Upstream took too long",
+                           detail: "no complete answer from upstream \(call.route.upstream.name) within the route's timeout",
+                           route: call.route.config.name),
+                   to: call.requestHead, requestID: call.requestID)
+        }
+    }
+
+    func answer(_ problem: Problem, to head: HTTPRequestHead, requestID: String? = nil, close: Bool = false) {
+        log.route = problem.route ?? log.route
+        var headers: HeaderList = ["Content-Type": Problem.contentType]
+        if let requestID { headers.add("X-Request-Id", requestID) }
+        answer(status: problem.status, headers: headers, body: problem.json, to: head, close: close)
+    }
+
+    func answer(status: Int, headers: HeaderList, body: [UInt8], to head: HTTPRequestHead, close: Bool = false) {
+        var nioHeaders = headers.httpHeaders
+        nioHeaders.replaceOrAdd(name: "Content-Length", value: String(body.count))
+        let keepAlive = head.isKeepAlive && !close && !exchange.quiescing
+        if !keepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
+        let responseHead = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: nioHeaders)
+        log.bytes = body.count
+        record(status: status, outcome: status < 400 ? "ok" : "gateway")
+        context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+        if head.method != .HEAD {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        }
+        finishExchange(keepAlive: keepAlive, done: context.writeAndFlush(wrapOutboundOut(.end(nil))))
+    }
+
+    /// The call is over: its access log line and metrics.
+    func record(status: Int, outcome: String) {
+        shared.accessLog.record(log, status: status, outcome: outcome)
+        (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start)
+    }
+}

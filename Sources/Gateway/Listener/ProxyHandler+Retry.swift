@@ -1,0 +1,180 @@
+import NIOCore
+import NIOHTTP1
+import Rewriter
+
+/// The validator chain and retry policy walked for each try: per-try
+/// timeouts, decisions, drained refusals, credential refresh, try log lines.
+extension ProxyHandler {
+    /// `retry.per_try_timeout`: a try that has not answered in time fails as
+    /// `timeout` (which the retry conditions may retry).
+    func armPerTryTimeout() {
+        guard let call, let perTry = call.route.config.retry?.perTryTimeout else { return }
+        call.tryNumber += 1
+        let number = call.tryNumber
+        context.eventLoop.scheduleTask(in: perTry.timeAmount) { [self] in
+            guard let current = self.call, current.tryNumber == number, !current.responseHeadSent, let connection = current.connection else { return }
+            connection.abandon()
+            upstreamFailed(.timeout("no answer within per_try_timeout"), responseStarted: false)
+        }
+    }
+
+    func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<ContinuousClock>? {
+        let config = route.config
+        guard config.retry != nil || !config.validate.isEmpty || !shared.validators.isEmpty else { return nil }
+        route.retryBudget?.callStarted()
+        return RetryState(policy: config.retry, validators: config.validate, custom: shared.validators, route: config.name,
+                          method: method, replayable: replayable, deadline: .now + (config.timeout ?? Self.defaultTimeout))
+    }
+
+    /// Consults the call's retry state for one try's outcome; returns true when
+    /// the handler took care of it (a retry is scheduled, or the call failed).
+    /// `answerComplete`: the connection already finished its answer (and went
+    /// back to its pool), so it is not abandoned.
+    func decide(_ outcome: TryOutcome, upstreamStatus: Int?, answerComplete: Bool = false) -> Bool {
+        guard let call, var retry = call.retry else { return false }
+        if answerComplete { call.connection = nil }
+        let action = retry.tryFinished(outcome, now: .now, random: &random)
+        call.retry = retry
+        self.call = call
+        var decided = action
+        switch action {
+        case .retry, .refreshThenRetry:
+            if let budget = call.route.retryBudget, !budget.takeRetry() { decided = .giveUp(reason: "retry budget spent") }
+        default: break
+        }
+        logTry(outcome, decided, retry)
+        switch decided {
+        case .accept, .giveUp:
+            return false
+        case .refreshThenRetry(let spec):
+            return refreshThenRetry(spec, call: call)
+        case .fail(let validator):
+            call.connection?.abandon()
+            self.call = nil
+            clearDeadline()
+            let status = upstreamStatus.map { " (upstream status \($0))" } ?? ""
+            answer(Problem(status: 502, code: "validator-failed", title: "Upstream answer refused",
+                           detail: "\(validator) refused the answer of upstream \(call.route.upstream.name)\(status)",
+                           route: call.route.config.name), to: call.requestHead, requestID: call.requestID)
+            return true
+        case .retry(let delay, _):
+            log.upstreamStatus = nil
+            // A small refused answer is read to its end, so its connection
+            // goes back to the pool instead of being closed and re-opened.
+            if case .response(_, let headers, _) = outcome, call.connection != nil,
+                let length = headers["Content-Length"].flatMap(Int.init), length <= Self.drainLimit
+            {
+                call.retryAfterDrain = delay
+                return true
+            }
+            call.connection?.abandon()
+            call.connection = nil
+            self.retry(after: delay)
+            return true
+        }
+    }
+
+    /// Answers up to this size that decided a retry are drained, not dropped with their connection.
+    static let drainLimit = 64 * 1024
+
+    func retry(after delay: Duration) {
+        guard delay > .zero else { return forward() }
+        context.eventLoop.scheduleTask(in: delay.timeAmount) { [self] in
+            if self.call != nil { forward() }
+        }
+    }
+
+    /// The refused answer being drained ended (or its connection failed):
+    /// the retry starts.
+    func drained() -> Bool {
+        guard let call, let delay = call.retryAfterDrain else { return false }
+        call.retryAfterDrain = nil
+        call.connection = nil
+        retry(after: delay)
+        return true
+    }
+
+    /// The route's `refresh` action: take a newer credential, or wait for the
+    /// one refresh under way, then replay. A refresh capped by `min_interval`
+    /// lets the refused answer through; a failed one fails the call with 502.
+    func refreshThenRetry(_ spec: RefreshSpec, call: Call) -> Bool {
+        guard let index = call.route.refreshers.firstIndex(where: { $0.spec == spec }) else { return false }
+        let refresher = call.route.refreshers[index]
+        let start = refresher.refresh(after: call.credentials[index], on: context.eventLoop) {
+            let pool = shared.pools.pool(for: context.eventLoop)
+            let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
+            return pool.exchange(spec.request(to: refresher.upstream), upstream: refresher.upstream, timeout: timeout,
+                                 maxBodyBytes: shared.config.limits.maxBodyBytes)
+                .flatMapThrowing { answer in try spec.capture(status: answer.status, body: answer.body) }
+                .always { call.route.metrics.refreshFinished(ok: (try? $0.get()) != nil) }
+        }
+        let route = call.route
+        route.metrics.refresh(start)
+        if case .throttled = start {
+            shared.accessLog.logger.warning("refresh skipped: min_interval not passed", metadata: ["route": .string(route.config.name)])
+            return false
+        }
+        call.connection?.abandon()
+        self.call?.connection = nil
+        log.upstreamStatus = nil
+        switch start {
+        case .ready, .throttled:
+            forward()
+        case .wait(let credential):
+            credential.whenComplete { [self] result in
+                guard let call = self.call else { return }
+                switch result {
+                case .success: forward()
+                case .failure(let error):
+                    self.call = nil
+                    clearDeadline()
+                    answer(Problem(status: 502, code: "refresh-failed", title: "Credential refresh failed",
+                                   detail: "refreshing through upstream \(refresher.upstream.name) failed: \(error)", route: route.config.name),
+                           to: call.requestHead, requestID: call.requestID)
+                }
+            }
+        }
+        return true
+    }
+
+    /// The captured credentials go into every try of the route.
+    func applyCredentials() {
+        guard let refreshers = call?.route.refreshers, !refreshers.isEmpty else { return }
+        var credentials: [Int] = []
+        for refresher in refreshers {
+            let credential = refresher.current
+            credentials.append(credential.generation)
+            if let value = credential.value { call?.request.headers.set(refresher.spec.captureHeader, value) }
+        }
+        call?.credentials = credentials
+    }
+
+    /// One line per try on routes with a validator chain or retries: the try's
+    /// outcome, what decided, and what happens next.
+    func logTry(_ outcome: TryOutcome, _ action: RetryState<ContinuousClock>.Action, _ retry: RetryState<ContinuousClock>) {
+        let metrics = routeMetrics ?? shared.metrics.unrouted
+        let result: String
+        switch outcome {
+        case .response(let status, _, _): result = String(status)
+        case .failure(let error): result = error.name
+        }
+        var next: String, delay = Duration.zero
+        switch action {
+        case .accept: next = "accept"
+        case .fail: next = "fail"
+        case .giveUp(let reason): next = "give-up: \(reason)"
+        case .retry(let after, let reason):
+            next = "retry"
+            delay = after
+            metrics.retried(reason: reason)
+        case .refreshThenRetry: next = "refresh"
+        }
+        if let decider = retry.decidedBy { metrics.validator(decider, action: next.prefix { $0 != ":" }.description) }
+        guard shared.accessLog.enabled else { return }
+        shared.accessLog.logger.info("try", metadata: [
+            "route": .string(log.route), "request_id": .string(log.requestID), "try": .stringConvertible(retry.tries),
+            "result": .string(result), "decided_by": .string(retry.decidedBy ?? "-"), "next": .string(next),
+            "delay_ms": .stringConvertible(delay.nanosecondCount / 1_000_000),
+        ])
+    }
+}
