@@ -45,7 +45,10 @@ struct RunCommand: AsyncParsableCommand {
         // endpoint still answers (readiness 503 during the drain).
         if let address = config.admin?.address { services.append(AdminService(admin: admin, address: address, logger: logger)) }
         services.append(ServingService(server: server, reloader: reloader, notifier: notifier, logger: logger))
-        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // The drain is bounded by limits.drain_timeout; this bounds everything else a stop does.
+        configuration.maximumGracefulShutdownDuration = config.limits.drainTimeout + .seconds(10)
+        let group = ServiceGroup(configuration: configuration)
         try await group.run()
     }
 }
