@@ -34,10 +34,14 @@ public actor GatewayServer {
         var address: SocketAddressSpec
         var protocols: [ListenerConfig.HTTPProtocol]
         var tls: Bool
-        init(_ listener: ListenerConfig) {
+        /// Port 0 (any free port) names no address: such listeners are told
+        /// apart by their position in the config.
+        var position: Int?
+        init(_ listener: ListenerConfig, position: Int) {
             address = listener.address
             protocols = listener.protocols
             tls = listener.tls != nil
+            self.position = listener.address.port == 0 ? position : nil
         }
     }
 
@@ -74,9 +78,9 @@ public actor GatewayServer {
         let contexts = try makeContexts(config)
         pools = contexts.first?.pools
         var addresses: [SocketAddress] = []
-        for (listener, context) in zip(config.listeners, contexts) {
+        for (position, (listener, context)) in zip(config.listeners, contexts).enumerated() {
             let bound = try await bind(listener, context: context)
-            listeners[ListenerKey(listener)] = bound
+            listeners[ListenerKey(listener, position: position)] = bound
             if let address = bound.channel.localAddress { addresses.append(address) }
         }
         status.set(ready: true)
@@ -94,8 +98,8 @@ public actor GatewayServer {
         var kept: [ListenerKey: ListenerContext] = [:]
         var added: [ListenerKey: BoundListener] = [:]
         do {
-            for (listener, context) in zip(newConfig.listeners, contexts) {
-                let key = ListenerKey(listener)
+            for (position, (listener, context)) in zip(newConfig.listeners, contexts).enumerated() {
+                let key = ListenerKey(listener, position: position)
                 if listeners[key] != nil {
                     kept[key] = context
                 } else {

@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+@testable import Gateway
+
+/// `GatewayServer.reload` in process: routes swap, listeners are kept, added
+/// and removed as the new config says.
+@Suite struct ReloadTests {
+    /// A port free a moment ago (bound to 0, read back, released).
+    private func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    private func config(_ ports: [Int], version: String) throws -> GatewayConfig {
+        let listeners = ports.map { "{address: 127.0.0.1:\($0)}" }.joined(separator: ", ")
+        return try ConfigLoader.load(yaml: """
+            listeners: [\(listeners)]
+            routes: [{name: v\(version), upstream: echo, response_headers: {set: {X-Version: "\(version)"}}}]
+            """).config
+    }
+
+    private func version(at port: Int) throws -> String? {
+        let out = try curl(["-s", "-D", "-", "-o", "/dev/null", "http://127.0.0.1:\(port)/x"])
+        guard out.status == 0 else { return nil }
+        return out.text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("x-version:") }.map { String($0.dropFirst(11)) }
+    }
+
+    @Test func listenersAreKeptAddedAndRemoved() async throws {
+        let (first, second) = (freePort(), freePort())
+        let server = GatewayServer(config: try config([first], version: "a"), threads: 1)
+        _ = try await server.start()
+        defer { Task { try await server.shutdown() } }
+        #expect(try version(at: first) == "a")
+
+        try await server.reload(try config([first, second], version: "b"))
+        #expect(try version(at: first) == "b")  // kept its socket, new routes
+        #expect(try version(at: second) == "b")  // bound
+
+        try await server.reload(try config([second], version: "c"))
+        #expect(try version(at: second) == "c")
+        var refused = false
+        for _ in 0..<50 where !refused {  // removed: its socket closes (asynchronously)
+            refused = try curl(["http://127.0.0.1:\(first)/x"]).status == 7
+            if !refused { usleep(20_000) }
+        }
+        #expect(refused)
+
+        // A reload that cannot bind changes nothing.
+        let taken = try await GatewayHarness.start("listeners: [{address: 127.0.0.1:0}]\nroutes: [{name: x, upstream: echo}]")
+        defer { Task { await taken.stop() } }
+        await #expect(throws: ListenerError.self) { try await server.reload(try config([second, taken.port], version: "d")) }
+        #expect(try version(at: second) == "c")
+    }
+
+    @Test func portZeroListenersAreToldApartByPosition() async throws {
+        let server = GatewayServer(config: try config([0, 0], version: "a"), threads: 1)
+        let addresses = try await server.start()
+        defer { Task { try await server.shutdown() } }
+        #expect(addresses.count == 2 && addresses[0].port != addresses[1].port)
+        try await server.reload(try config([0, 0], version: "b"))
+        for address in addresses { #expect(try version(at: address.port!) == "b") }
+    }
+}
