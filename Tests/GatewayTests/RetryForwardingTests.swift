@@ -159,6 +159,33 @@ import Testing
         #expect(uris.filter { $0 == "/hang" }.count == 2)
     }
 
+    @Test func refusedHTTP2StreamsAreRetried() async throws {
+        let counters = NIOLockedValueBox(0)
+        let upstream = RecordingUpstream(http2: true) { request in
+            let n = counters.withLockedValue { $0 += 1; return $0 }
+            return n == 1 || request.uri == "/always" ? .refuseStream : .respond(status: 200, headers: [], body: Array("try \(n)".utf8))
+        }
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {modern: {url: "http://127.0.0.1:\(port)", http2: true}}
+            routes:
+              - name: modern
+                upstream: modern
+                retry: {attempts: 2, on: [refused-stream], backoff: {strategy: immediate}}
+            """)
+        defer { Task { await gateway.stop() } }
+
+        // REFUSED_STREAM means the upstream did not process it: tried again.
+        #expect(try curl(["\(gateway.base)/once"]).text == "try 2")
+        // Refused every time: a 502 naming the refusal.
+        let always = try curl(["-i", "\(gateway.base)/always"]).text
+        #expect(always.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
+        #expect(always.contains(#""type":"urn:gatewayd:problem:upstream-refused-stream""#))
+        #expect(upstream.requests.map(\.uri) == ["/once", "/once", "/always", "/always"])
+    }
+
     @Test func retryBudgetStopsARetryStorm() async throws {
         let upstream = RecordingUpstream { _ in .respond(status: 503, headers: [], body: Array("down".utf8)) }
         let port = try await upstream.start()

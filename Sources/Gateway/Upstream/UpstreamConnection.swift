@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 
 /// What receives an upstream's answer, part by part, on the connection's
 /// event loop (the downstream call's own loop).
@@ -155,7 +156,13 @@ final class UpstreamResponseHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let delegate = connection.delegate {
             connection.delegate = nil
-            delegate.upstreamFailed(.reset("\(error)"), responseStarted: connection.responseStarted)
+            // REFUSED_STREAM: the upstream did not process the request (RFC 9113 section 8.7).
+            let failure: UpstreamError = if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream {
+                .refusedStream("upstream \(connection.upstream) refused the stream")
+            } else {
+                .reset("\(error)")
+            }
+            delegate.upstreamFailed(failure, responseStarted: connection.responseStarted)
         }
         context.close(promise: nil)
     }

@@ -25,6 +25,8 @@ final class RecordingUpstream: @unchecked Sendable {
         /// Sends the head and part of the body, then closes the connection.
         case cutShort(bodyPrefix: [UInt8], declaredLength: Int)
         case close
+        /// HTTP/2 only: RST_STREAM with REFUSED_STREAM (the request was not processed).
+        case refuseStream
     }
 
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -116,6 +118,10 @@ final class RecordingUpstream: @unchecked Sendable {
             switch reply {
             case .close:
                 context.close(promise: nil)
+            case .refuseStream:
+                // Written below the HTTP/1 translation, straight onto the stream.
+                let codec = try! context.pipeline.syncOperations.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self)
+                codec.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.refusedStream)), promise: nil)
             case .cutShort(let prefix, let length):
                 var headers = HTTPHeaders()
                 headers.add(name: "Content-Length", value: String(length))
