@@ -65,23 +65,11 @@ import Testing
             for i in 0..<150 { arguments += ["\(base)/call/\(client)/\(i)", "-o", "/dev/null"] }
             return ("/usr/bin/curl", arguments)
         } + [("/usr/bin/h2load", ["-c", "2", "-m", "1", "-D", "3", "\(base)/h2"])]
-        let loads = try clients.map { executable, arguments in
-            let load = Process()
-            load.executableURL = URL(fileURLWithPath: executable)
-            load.arguments = arguments
-            let out = Pipe()
-            load.standardOutput = out
-            try load.run()
-            return (load, out)
-        }
+        let loads = try clients.map { try BackgroundPeer($0, $1) }
         usleep(1_000_000)
         try Self.writeConfig(Self.versioned("b"), to: config)
         gateway.signal(SIGHUP)
-        let outputs = loads.map { load, out in
-            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            load.waitUntilExit()
-            return text
-        }
+        let outputs = loads.map { $0.finish() }
         let results = outputs[0..<2].flatMap { $0.split(separator: "\n") }
         #expect(results.count == 300)
         #expect(results.allSatisfy { $0 == "200 a" || $0 == "200 b" }, "every call answered: \(Set(results))")
@@ -125,20 +113,13 @@ import Testing
         defer { gateway.stop() }
         let base = "http://127.0.0.1:\(gateway.port)"
 
-        let calls = [["-i"], ["-i", "--http2-prior-knowledge"], ["-i"], ["nghttp"]].map { extra in
-            let process = Process()
-            if extra == ["nghttp"] {
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/nghttp")
-                process.arguments = ["-v", "\(base)/slow"]
-            } else {
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-                process.arguments = ["-s", "--max-time", "10"] + extra + ["\(base)/slow"]
-            }
-            let out = Pipe()
-            process.standardOutput = out
-            return (process, out)
-        }
-        for (process, _) in calls { try process.run() }
+        let curlFlags = ["-s", "--max-time", "10"]
+        let calls = try [
+            BackgroundPeer("/usr/bin/curl", curlFlags + ["-i", "\(base)/slow"]),
+            BackgroundPeer("/usr/bin/curl", curlFlags + ["-i", "--http2-prior-knowledge", "\(base)/slow"]),
+            BackgroundPeer("/usr/bin/curl", curlFlags + ["-i", "\(base)/slow"]),
+            BackgroundPeer("/usr/bin/nghttp", ["-v", "\(base)/slow"]),
+        ]
         while upstream.requests.count < 4 { usleep(20_000) }
         gateway.signal(SIGTERM)
         usleep(300_000)
@@ -146,9 +127,8 @@ import Testing
         #expect(try curl(["\(base)/late"]).status == 7)
         let admin = try #require(gateway.adminPort)
         #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(admin)/readyz"]).text == "503")
-        for (index, (process, out)) in calls.enumerated() {
-            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+        for (index, call) in calls.enumerated() {
+            let text = call.finish()
             switch index {
             case 3:
                 // HTTP/2: a GOAWAY announces the end, the stream in flight still completes.
@@ -180,11 +160,8 @@ import Testing
         defer { try? FileManager.default.removeItem(at: config) }
         let gateway = try SpawnedGateway(config: config.path)
         defer { gateway.stop() }
-        let call = Process()
-        call.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        call.arguments = ["-s", "-o", "/dev/null", "--max-time", "15", "http://127.0.0.1:\(gateway.port)/slow"]
-        try call.run()
-        defer { call.terminate() }
+        let call = try BackgroundPeer("/usr/bin/curl", ["-s", "-o", "/dev/null", "--max-time", "15", "http://127.0.0.1:\(gateway.port)/slow"])
+        defer { call.process.terminate() }
         while upstream.requests.isEmpty { usleep(20_000) }
         gateway.signal(SIGTERM)
         // Draining: the slow call holds the process (up to drain_timeout).

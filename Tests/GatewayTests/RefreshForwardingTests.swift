@@ -104,9 +104,7 @@ import Testing
     }
 
     @Test func postIsReplayedByteForByteWhenAllowedAndRetryAfterHonored() async throws {
-        let calls = NIOLockedValueBox<[String: Int]>([:])
-        let upstream = RecordingUpstream { request in
-            let n = calls.withLockedValue { $0[request.uri, default: 0] += 1; return $0[request.uri]! }
+        let upstream = RecordingUpstream.counting { _, n in
             if n == 1 { return .respond(status: 503, headers: [("Retry-After", "1")], body: Array("busy".utf8)) }
             return .respond(status: 200, headers: [], body: Array("done".utf8))
         }

@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 import Testing
 @testable import Gateway
 
@@ -6,12 +5,7 @@ import Testing
 @Suite struct RetryForwardingTests {
     /// Answers each path's scripted statuses in turn, then 200.
     static func flaky(_ script: [String: [Int]]) -> RecordingUpstream {
-        let counters = NIOLockedValueBox<[String: Int]>([:])
-        return RecordingUpstream { request in
-            let n = counters.withLockedValue { c -> Int in
-                c[request.uri, default: 0] += 1
-                return c[request.uri]!
-            }
+        RecordingUpstream.counting { request, n in
             let statuses = script[request.uri] ?? []
             let status = n <= statuses.count ? statuses[n - 1] : 200
             return .respond(status: status, headers: [("X-Try", "\(n)")], body: Array("try \(n): \(status)".utf8))
@@ -66,13 +60,8 @@ import Testing
     }
 
     @Test func bodyValidatorsAndPerTryTimeouts() async throws {
-        let counters = NIOLockedValueBox<[String: Int]>([:])
         let big = [UInt8](repeating: 0x62, count: 300_000)
-        let upstream = RecordingUpstream { request in
-            let n = counters.withLockedValue { c -> Int in
-                c[request.uri, default: 0] += 1
-                return c[request.uri]!
-            }
+        let upstream = RecordingUpstream.counting { request, n in
             switch (request.uri, n) {
             case ("/json", 1): return .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"error":"busy"}"#.utf8))
             case ("/json", _): return .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"data":[1,2]}"#.utf8))
@@ -116,9 +105,7 @@ import Testing
     }
 
     @Test func resetsAreRetriedAndSlowTriesEndAtTheDeadline() async throws {
-        let counters = NIOLockedValueBox<[String: Int]>([:])
-        let upstream = RecordingUpstream { request in
-            let n = counters.withLockedValue { $0[request.uri, default: 0] += 1; return $0[request.uri]! }
+        let upstream = RecordingUpstream.counting { request, n in
             switch (request.uri, n) {
             case ("/reset", 1): return .close
             case ("/cut", 1): return .cutShort(bodyPrefix: Array("part".utf8), declaredLength: 100)
@@ -160,10 +147,8 @@ import Testing
     }
 
     @Test func refusedHTTP2StreamsAreRetried() async throws {
-        let counters = NIOLockedValueBox(0)
-        let upstream = RecordingUpstream(http2: true) { request in
-            let n = counters.withLockedValue { $0 += 1; return $0 }
-            return n == 1 || request.uri == "/always" ? .refuseStream : .respond(status: 200, headers: [], body: Array("try \(n)".utf8))
+        let upstream = RecordingUpstream.counting(http2: true) { request, n in
+            n == 1 || request.uri == "/always" ? .refuseStream : .respond(status: 200, headers: [], body: Array("try \(n)".utf8))
         }
         let port = try await upstream.start()
         defer { Task { await upstream.stop() } }

@@ -115,7 +115,7 @@ public actor GatewayServer {
             bound.quiescing.initiateShutdown(promise: nil)
         }
         listeners = listeners.filter { kept[$0.key] != nil }.merging(added) { old, _ in old }
-        pools?.retire(grace: (newConfig.limits.drainTimeout).timeAmount)
+        pools?.retire(grace: newConfig.limits.drainTimeout.timeAmount)
         pools = contexts.first?.pools
         config = newConfig
     }

@@ -1,3 +1,4 @@
+import NIOCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -34,26 +35,13 @@ public struct InheritedSockets: Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) == 0 }
         }
         guard ok else { return nil }
-        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        let address: SocketAddress
         switch Int32(storage.ss_family) {
-        case AF_INET:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
-                    var address = v4.pointee.sin_addr
-                    inet_ntop(AF_INET, &address, &text, socklen_t(text.count))
-                    return SocketAddressSpec(host: String(cString: text), port: Int(UInt16(bigEndian: v4.pointee.sin_port)))
-                }
-            }
-        case AF_INET6:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
-                    var address = v6.pointee.sin6_addr
-                    inet_ntop(AF_INET6, &address, &text, socklen_t(text.count))
-                    return SocketAddressSpec(host: String(cString: text), port: Int(UInt16(bigEndian: v6.pointee.sin6_port)))
-                }
-            }
-        default:
-            return nil
+        case AF_INET: address = withUnsafeBytes(of: storage) { SocketAddress($0.load(as: sockaddr_in.self)) }
+        case AF_INET6: address = withUnsafeBytes(of: storage) { SocketAddress($0.load(as: sockaddr_in6.self)) }
+        default: return nil
         }
+        guard let host = address.ipAddress, let port = address.port else { return nil }
+        return SocketAddressSpec(host: host, port: port)
     }
 }

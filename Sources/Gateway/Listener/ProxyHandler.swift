@@ -103,12 +103,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
+        abandonCall()
         timer = nil
-        if let call {
-            self.call = nil
-            call.connection?.abandon()
-        }
         streaming = nil
         // The context holds this handler: keeping it would leak both (and the
         // channel) once the pipeline is gone — one per HTTP/2 stream.
@@ -373,12 +369,18 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        abandonCall()
+        context.fireChannelInactive()
+    }
+
+    /// The client is gone: no timer, and the upstream connection of a call
+    /// in flight is in an unknown state, so it is closed.
+    private func abandonCall() {
         timer?.cancel()
         if let call {
             self.call = nil
             call.connection?.abandon()
         }
-        context.fireChannelInactive()
     }
 
     /// The call is over while the client may still be sending its body: keep

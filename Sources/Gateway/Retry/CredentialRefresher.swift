@@ -48,15 +48,14 @@ final class CredentialRefresher: Sendable {
     func refresh(after used: Int, on eventLoop: EventLoop, perform: () -> EventLoopFuture<String>) -> Start {
         let (start, result): (Bool, Start) = state.withLock { s in
             if s.credential.generation > used { return (false, .ready(s.credential)) }
-            let promise = { eventLoop.makePromise(of: Credential.self) }
             if s.waiters != nil {
-                let waiter = promise()
+                let waiter = eventLoop.makePromise(of: Credential.self)
                 s.waiters!.append(waiter)
                 return (false, .wait(waiter.futureResult))
             }
             let now = NIODeadline.now()
             if let last = s.lastStart, now - last < spec.minInterval.timeAmount { return (false, .throttled) }
-            let waiter = promise()
+            let waiter = eventLoop.makePromise(of: Credential.self)
             s.lastStart = now
             s.waiters = [waiter]
             return (true, .wait(waiter.futureResult))

@@ -46,10 +46,11 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
         methodAllowed = policy?.methods.contains(method) ?? false
     }
 
-    /// A try ended with `outcome` at `now` (`unixTime`: the wall clock, for a
+    /// A try ended with `outcome` at `now` (`unixTime`: the wall clock, read
+    /// only for a `Retry-After` date, when not given; for a
     /// `Retry-After` date): what happens next.
     public mutating func tryFinished(
-        _ outcome: TryOutcome, now: C.Instant, unixTime: Int64 = HTTPDate.now(), random: inout some RandomNumberGenerator
+        _ outcome: TryOutcome, now: C.Instant, unixTime: Int64? = nil, random: inout some RandomNumberGenerator
     ) -> Action {
         tries += 1
         decidedBy = nil
@@ -94,7 +95,7 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
     }
 
     private func retryIfAllowed(
-        reason: String, outcome: TryOutcome, now: C.Instant, unixTime: Int64, random: inout some RandomNumberGenerator
+        reason: String, outcome: TryOutcome, now: C.Instant, unixTime: Int64?, random: inout some RandomNumberGenerator
     ) -> Action {
         guard let policy else { return .giveUp(reason: "\(reason): no retry policy") }
         var delay = policy.backoff.delay(forRetry: tries, random: &random)
@@ -103,7 +104,7 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
             if let seconds = Int64(value), seconds >= 0 {
                 delay = .seconds(seconds)
             } else if let date = HTTPDate.parse(value) {
-                delay = .seconds(max(0, date - unixTime))
+                delay = .seconds(max(0, date - (unixTime ?? HTTPDate.now())))
             }
         }
         if let refusal = refusal(now: now, delay: delay) { return .giveUp(reason: "\(reason): \(refusal)") }

@@ -41,6 +41,26 @@ func curlDetached(_ arguments: [String]) async throws -> PeerResult {
     try await runPeerDetached("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
 }
 
+/// A peer left running while the test does other things; `finish()` waits
+/// for it and returns what it wrote to standard output.
+struct BackgroundPeer {
+    let process = Process()
+    private let out = Pipe()
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = out
+        try process.run()
+    }
+
+    func finish() -> String {
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return text
+    }
+}
+
 func curl(_ arguments: [String]) throws -> PeerResult {
     try runPeer("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
 }

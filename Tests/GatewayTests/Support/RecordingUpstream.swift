@@ -49,6 +49,15 @@ final class RecordingUpstream: @unchecked Sendable {
         self.script = script
     }
 
+    /// `script` also gets how many requests for this target arrived so far
+    /// (1 for the first): an upstream that fails on cue.
+    static func counting(http2: Bool = false, _ script: @escaping @Sendable (Request, Int) -> Reply) -> RecordingUpstream {
+        let counts = NIOLockedValueBox<[String: Int]>([:])
+        return RecordingUpstream(http2: http2) { request in
+            script(request, counts.withLockedValue { $0[request.uri, default: 0] += 1; return $0[request.uri]! })
+        }
+    }
+
     var requests: [Request] { state.withLockedValue { $0.requests } }
     var connections: Int { state.withLockedValue { $0.connections } }
 
