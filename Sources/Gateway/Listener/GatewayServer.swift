@@ -261,16 +261,9 @@ public actor GatewayServer {
             eventLoop: channel.eventLoop,
             configuration: .init(maxIdleTime: idleTime, maxAge: nil, maxGraceTime: idleTime,
                                  keepalive: .init(pingInterval: idleTime, ackTimeout: min(idleTime, .seconds(20)))))
-        _ = try pipeline.configureHTTP2Pipeline(
-            mode: .server, connectionConfiguration: connection, streamConfiguration: .init(), streamDelegate: manager.http2StreamDelegate
-        ) { stream in
-            shared.metrics.streams.increment()
-            stream.closeFuture.whenComplete { _ in shared.metrics.streams.decrement() }
-            return stream.eventLoop.makeCompletedFuture {
-                try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                try stream.pipeline.syncOperations.addHandler(ProxyHandler(slot: slot, isStream: true))
-            }
-        }
+        // Frames, not child channels: HTTP2StreamsHandler serves streams inline.
+        try pipeline.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection, streamConfiguration: .init()))
+        try pipeline.addHandler(HTTP2StreamsHandler(slot: slot))
         try pipeline.addHandler(manager)
         try pipeline.addHandler(DeferredFlushHandler(), position: .first)
         // Added after the preface or the TLS handshake, the manager would never

@@ -19,7 +19,7 @@ extension ProxyHandler {
     func schedule(at when: NIODeadline) {
         timer?.cancel()
         scheduledFor = when
-        timer = context.eventLoop.scheduleTask(deadline: when) { [self] in
+        timer = client.eventLoop.scheduleTask(deadline: when) { [self] in
             timer = nil
             scheduledFor = nil
             guard let deadline else { return }
@@ -30,10 +30,10 @@ extension ProxyHandler {
     }
 
     func timerFired() {
-        guard context.channel.isActive else { return }
+        guard client.isActive else { return }
         guard let call else {
             // No request in flight: the client sent no (complete) head in time.
-            if head == nil { context.close(promise: nil) }
+            if head == nil { client.close() }
             return
         }
         self.call = nil
@@ -41,7 +41,7 @@ extension ProxyHandler {
         endStreaming()
         if call.responseHeadSent {
             record(status: log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
-            context.close(promise: nil)
+            client.close()
         } else {
             answer(Problem(status: 504, code: "deadline", title: "Upstream took too long",
                            detail: "no complete answer from upstream \(call.route.upstream.name) within the route's timeout",
@@ -65,11 +65,11 @@ extension ProxyHandler {
         let responseHead = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: nioHeaders)
         log.bytes = body.count
         record(status: status, outcome: status < 400 ? "ok" : "gateway")
-        context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+        client.write(.head(responseHead))
         if head.method != .HEAD {
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+            client.write(.body(.byteBuffer(client.allocator.buffer(bytes: body))))
         }
-        finishExchange(keepAlive: keepAlive, done: context.writeAndFlush(wrapOutboundOut(.end(nil))))
+        finishExchange(keepAlive: keepAlive)
     }
 
     /// The call is over: its access log line and metrics.

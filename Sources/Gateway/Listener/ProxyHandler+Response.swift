@@ -14,12 +14,12 @@ extension ProxyHandler {
         writeHead(head)
         if !body.isEmpty {
             log.bytes += body.count
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+            client.write(.body(.byteBuffer(client.allocator.buffer(bytes: body))))
         }
     }
 
     func upstreamReadComplete() {
-        if call?.responseHeadSent == true { context.flush() }
+        if call?.responseHeadSent == true { client.flush() }
     }
 
     func upstreamWritabilityChanged(_ writable: Bool) {
@@ -29,7 +29,7 @@ extension ProxyHandler {
     func forward() {
         applyCredentials()
         guard let call else { return }
-        let pool = shared.pools.pool(for: context.eventLoop)
+        let pool = shared.pools.pool(for: client.eventLoop)
         // An idle pooled connection is used at once: no future, no callback.
         if let connection = pool.takeIdle(call.route.upstream) { return send(on: connection) }
         pool.acquire(call.route.upstream).whenComplete { [self] result in
@@ -92,8 +92,7 @@ extension ProxyHandler {
         if !call.requestHead.isKeepAlive || exchange.quiescing { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         call.responseHeadSent = true
         log.upstreamStatus = Int(upstreamHead.status.code)
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: call.requestHead.version, status: upstreamHead.status,
-                                                              headers: nioHeaders))), promise: nil)
+        client.write(.head(HTTPResponseHead(version: call.requestHead.version, status: upstreamHead.status, headers: nioHeaders)))
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {
@@ -105,8 +104,8 @@ extension ProxyHandler {
         }
         log.bytes += buffer.readableBytes
         // Flushed once per upstream read batch (upstreamReadComplete), not per part.
-        context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-        if !context.channel.isWritable { call?.connection?.setReading(false) }
+        client.write(.body(.byteBuffer(buffer)))
+        if !client.isWritable { call?.connection?.setReading(false) }
     }
 
     func upstreamEnd() {
@@ -122,8 +121,7 @@ extension ProxyHandler {
         clearDeadline()
         endStreaming()
         record(status: log.upstreamStatus ?? 0, outcome: "ok")
-        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        finishExchange(keepAlive: call.requestHead.isKeepAlive, done: done)
+        finishExchange(keepAlive: call.requestHead.isKeepAlive)
     }
 
     func upstreamFailed(_ error: UpstreamError, responseStarted: Bool) {
@@ -143,7 +141,7 @@ extension ProxyHandler {
         if call.responseHeadSent {
             // The answer is cut short: never pretend it ended.
             record(status: log.upstreamStatus ?? 0, outcome: "cut-short-\(error.name)")
-            context.close(promise: nil)
+            client.close()
             return
         }
         // A try that timed out is a gateway timeout, as nginx and Envoy answer it.

@@ -11,7 +11,7 @@ extension ProxyHandler {
         guard let call, let perTry = call.route.config.retry?.perTryTimeout else { return }
         call.tryNumber += 1
         let number = call.tryNumber
-        context.eventLoop.scheduleTask(in: perTry.timeAmount) { [self] in
+        client.eventLoop.scheduleTask(in: perTry.timeAmount) { [self] in
             guard let current = self.call, current.tryNumber == number, !current.responseHeadSent, let connection = current.connection else { return }
             connection.abandon()
             upstreamFailed(.timeout("no answer within per_try_timeout"), responseStarted: false)
@@ -79,7 +79,7 @@ extension ProxyHandler {
 
     func retry(after delay: Duration) {
         guard delay > .zero else { return forward() }
-        context.eventLoop.scheduleTask(in: delay.timeAmount) { [self] in
+        client.eventLoop.scheduleTask(in: delay.timeAmount) { [self] in
             if self.call != nil { forward() }
         }
     }
@@ -100,8 +100,8 @@ extension ProxyHandler {
     func refreshThenRetry(_ spec: RefreshSpec, call: Call) -> Bool {
         guard let index = call.route.refreshers.firstIndex(where: { $0.spec == spec }) else { return false }
         let refresher = call.route.refreshers[index]
-        let start = refresher.refresh(after: call.credentials[index], on: context.eventLoop) {
-            let pool = shared.pools.pool(for: context.eventLoop)
+        let start = refresher.refresh(after: call.credentials[index], on: client.eventLoop) {
+            let pool = shared.pools.pool(for: client.eventLoop)
             let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
             return pool.exchange(spec.request(to: refresher.upstream), upstream: refresher.upstream, timeout: timeout,
                                  maxBodyBytes: shared.config.limits.maxBodyBytes)

@@ -3,8 +3,9 @@ import NIOHTTP1
 import Rewriter
 
 /// One downstream call at a time — an HTTP/1.1 connection (pipelined
-/// requests wait in this handler's queue until the answer before them ends)
-/// or one HTTP/2 stream. A route that rewrites buffers the request body (up to
+/// requests wait in this handler's queue until the answer before them ends;
+/// the handler sits in the connection's pipeline) or one HTTP/2 stream (fed
+/// by the connection's HTTP2StreamsHandler, no pipeline of its own). A route that rewrites buffers the request body (up to
 /// `limits.max_body_bytes`); a pass-through route streams it upstream as it
 /// arrives, reading from the client only as fast as the upstream takes it.
 /// Answers stream back part by part on a pooled upstream connection of this
@@ -19,7 +20,9 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     var shared: ListenerContext
     /// HTTP/2 streams end with their call; connection timers are the HTTP/1 side's.
     let isStream: Bool
-    var context: ChannelHandlerContext!
+    /// Where answers go. Nil once the connection's pipeline is gone: it holds
+    /// this handler, so keeping it would leak both.
+    var client: (any ClientSide)!
 
     /// The request being read.
     var head: HTTPRequestHead?
@@ -86,10 +89,11 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
     }
 
-    init(slot: ListenerSlot, isStream: Bool) {
+    init(slot: ListenerSlot, isStream: Bool, client: (any ClientSide)? = nil) {
         self.slot = slot
         shared = slot.context
         self.isStream = isStream
+        self.client = client
         random = SplitMix64(seed: Self.processSeed ^ NIODeadline.now().uptimeNanoseconds)
         random = SplitMix64(seed: random.next() ^ UInt64(UInt(bitPattern: ObjectIdentifier(self).hashValue)))
     }
@@ -97,18 +101,21 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     static let processSeed = UInt64.random(in: .min ... .max)
 
     func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
+        client = HTTP1ClientSide(context: context)
         // Added once the protocol is known, the channel is usually active already.
         if context.channel.isActive { setDeadline(shared.config.limits.headerTimeout) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        detach()
+        client = nil
+    }
+
+    /// The connection or stream is gone: the call in flight is abandoned.
+    func detach() {
         abandonCall()
         timer = nil
         streaming = nil
-        // The context holds this handler: keeping it would leak both (and the
-        // channel) once the pipeline is gone — one per HTTP/2 stream.
-        self.context = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -216,11 +223,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         return headers
     }
 
-    /// The peer's address as text, formatted once per connection or stream.
-    lazy var peerAddress = context.channel.remoteAddress?.ipAddress ?? "unknown"
-
     func clientInfo(_ headers: HeaderList) -> ClientInfo {
-        let client = ClientInfo(address: peerAddress, scheme: shared.scheme,
+        let client = ClientInfo(address: self.client.peerAddress, scheme: shared.scheme,
                                 requestID: ClientInfo.requestID(from: headers, random: &random))
         log.requestID = client.requestID
         return client
@@ -235,7 +239,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         guard !shared.modifiers.isEmpty else { return proceed(request) }
         let modifiers = shared.modifiers
         let hookContext = ModifierContext(route: route.config.name, upstream: route.upstream.name, client: client)
-        let promise = context.eventLoop.makePromise(of: UpstreamRequest.self)
+        let promise = self.client.eventLoop.makePromise(of: UpstreamRequest.self)
         promise.completeWithTask {
             var request = request
             for modifier in modifiers { try await modifier.modify(&request, context: hookContext) }
@@ -351,16 +355,16 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
     }
 
-    func setClientReading(_ on: Bool) {
-        context.channel.setOption(ChannelOptions.autoRead, value: on).whenComplete { _ in }
-    }
+    func setClientReading(_ on: Bool) { client.setReading(on) }
 
     static let defaultTimeout = Duration.seconds(60)
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { call?.connection?.setReading(true) }
+        if context.channel.isWritable { clientBecameWritable() }
         context.fireChannelWritabilityChanged()
     }
+
+    func clientBecameWritable() { call?.connection?.setReading(true) }
 
     /// A malformed request (bad framing, smuggling attempt): NIO's error handler
     /// has answered 400 and nothing after it on this connection can be trusted.
@@ -375,7 +379,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     /// The client is gone: no timer, and the upstream connection of a call
     /// in flight is in an unknown state, so it is closed.
-    private func abandonCall() {
+    func abandonCall() {
         timer?.cancel()
         if let call {
             self.call = nil
@@ -393,13 +397,15 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         setClientReading(true)
     }
 
-    func finishExchange(keepAlive: Bool, done: EventLoopFuture<Void>) {
+    /// Ends the answer; an HTTP/1.1 connection then reads its next request.
+    func finishExchange(keepAlive: Bool) {
         exchange.answering = false
         guard keepAlive, !exchange.quiescing else {
             exchange.queued.removeAll()
-            done.whenComplete { [context] _ in context?.close(promise: nil) }
+            client.end(close: true)
             return
         }
+        client.end(close: false)
         if isStream { return }
         setDeadline(shared.config.limits.idleTimeout)
         // Pipelined requests read meanwhile go on, one answer at a time.
@@ -414,7 +420,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     /// Graceful stop (drain): an idle connection closes now; one with a call
     /// in flight answers it with `Connection: close`, then closes.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        guard event is ChannelShouldQuiesceEvent, !isStream else { return context.fireUserInboundEventTriggered(event) }
+        guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
         exchange.quiescing = true
         exchange.queued.removeAll()
         if !exchange.reading && !exchange.answering { context.close(promise: nil) }

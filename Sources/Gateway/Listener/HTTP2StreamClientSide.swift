@@ -1,0 +1,106 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+
+/// One HTTP/2 stream as its call sees it: answer parts become frames on the
+/// connection, reading pauses by keeping the stream's window shut. Lives
+/// until the stream closes; afterwards writes go nowhere.
+final class HTTP2StreamClientSide: ClientSide {
+    let id: HTTP2StreamID
+    /// Holds the connection's handler until the stream closes (then the
+    /// connection lets go of this stream, which breaks the cycle).
+    private let connection: HTTP2StreamsHandler
+    /// The stream's call; dropped when the stream closes.
+    var proxy: ProxyHandler?
+    private var open = true
+    private var requestEnded = false
+    private var answerEnded = false
+    private var reading = true
+    /// The stream's receive window as last reported, reopened while reading.
+    private var receiveWindow: Int?
+    private var sendWindow = 65_535
+
+    let eventLoop: EventLoop
+    let allocator: ByteBufferAllocator
+
+    init(id: HTTP2StreamID, connection: HTTP2StreamsHandler, context: ChannelHandlerContext) {
+        self.id = id
+        self.connection = connection
+        eventLoop = context.eventLoop
+        allocator = context.channel.allocator
+    }
+    var isWritable: Bool {
+        sendWindow > 0 && connection.connectionSendWindow > 0 && connection.context?.channel.isWritable == true
+    }
+    var isActive: Bool { open }
+    var peerAddress: String { connection.peerAddress }
+
+    func received(_ part: HTTPServerRequestPart, endStream: Bool) {
+        if endStream { requestEnded = true }
+        proxy?.process(part)
+    }
+
+    func write(_ part: HTTPServerResponsePart) {
+        guard open else { return }
+        switch part {
+        case .head(let head):
+            connection.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: HPACKHeaders(response: head)))))
+        case .body(.byteBuffer(let buffer)):
+            connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(buffer)))))
+        case .body(.fileRegion):
+            preconditionFailure("answers carry no file regions")
+        case .end:
+            end(close: false)
+        }
+    }
+
+    func flush() { connection.flush() }
+
+    /// RFC 9113 §8.1: an answer may end before the request did; the rest of
+    /// the request is then refused with RST_STREAM(NO_ERROR).
+    func end(close: Bool) {
+        guard open, !answerEnded else { return }
+        answerEnded = true
+        connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(allocator.buffer(capacity: 0)), endStream: true))))
+        if close, !requestEnded { connection.write(HTTP2Frame(streamID: id, payload: .rstStream(.noError))) }
+        connection.flush()
+    }
+
+    func close() {
+        guard open, !(answerEnded && requestEnded) else { return }
+        open = false
+        connection.write(HTTP2Frame(streamID: id, payload: .rstStream(.cancel)))
+        connection.flush()
+    }
+
+    func setReading(_ on: Bool) {
+        guard reading != on else { return }
+        reading = on
+        if on, let receiveWindow { connection.reopen(id, window: receiveWindow, target: HTTP2StreamsHandler.streamWindowTarget) }
+    }
+
+    func receiveWindowChanged(_ window: Int) {
+        receiveWindow = window
+        if reading { connection.reopen(id, window: window, target: HTTP2StreamsHandler.streamWindowTarget) }
+    }
+
+    func sendWindowChanged(_ window: Int) {
+        let wasBlocked = sendWindow <= 0
+        sendWindow = window
+        if wasBlocked, window > 0 { mayWriteAgain() }
+    }
+
+    func mayWriteAgain() {
+        if isWritable { proxy?.clientBecameWritable() }
+    }
+
+    /// The stream is over (both sides ended, reset, or the connection went).
+    func closed() {
+        open = false
+        let proxy = self.proxy
+        self.proxy = nil
+        proxy?.shared.metrics.streams.decrement()
+        proxy?.detach()
+    }
+}

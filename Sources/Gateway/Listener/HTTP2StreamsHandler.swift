@@ -1,0 +1,144 @@
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+
+/// Serves an HTTP/2 connection's streams inline, as HAProxy and nghttpx do:
+/// each stream is a ProxyHandler fed frames by this handler, with no child
+/// channel, pipeline or HTTP/1 translation codec per stream (those were
+/// about 2/3 of the CPU per h2c call). Sits between NIOHTTP2Handler (framing,
+/// HPACK, stream states, outbound flow control) and its connection manager
+/// (idle GOAWAY, keepalive, drain), which sees every frame and event after
+/// it; does the inbound flow control a child channel did: a stream's window
+/// is only reopened while its call reads, so a paused upload is held to one
+/// window.
+final class HTTP2StreamsHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    private let slot: ListenerSlot
+    private(set) var context: ChannelHandlerContext?
+    private var streams: [HTTP2StreamID: HTTP2StreamClientSide] = [:]
+    /// Streams NIOHTTP2Handler announced as created. It also reports a closed
+    /// stream it refused before creating it (a request without `:path`),
+    /// which its connection manager asserts on: that event is not passed on.
+    private var announced: Set<HTTP2StreamID> = []
+    private(set) lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"
+    /// What the peer still lets us send on the connection as a whole.
+    private(set) var connectionSendWindow = 65_535
+
+    /// The connection window is kept this open: every stream's data is
+    /// bounded by its own window already.
+    static let connectionWindowTarget = 1 << 20
+    /// SETTINGS_INITIAL_WINDOW_SIZE's default, which we do not change.
+    static let streamWindowTarget = 65_535
+
+    init(slot: ListenerSlot) { self.slot = slot }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        closeAll()
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closeAll()
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        serve(frame, context: context)
+        // The connection manager counts any frame as a sign of life.
+        context.fireChannelRead(data)
+    }
+
+    private func serve(_ frame: HTTP2Frame, context: ChannelHandlerContext) {
+        switch frame.payload {
+        case .headers(let headers):
+            if let stream = streams[frame.streamID] {
+                // Trailers end the request; their fields are not forwarded.
+                if headers.endStream { stream.received(.end(nil), endStream: true) }
+                return
+            }
+            guard let head = HTTPRequestHead(http2: headers.headers, endStream: headers.endStream) else {
+                context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.protocolError))),
+                                      promise: nil)
+                return
+            }
+            let stream = HTTP2StreamClientSide(id: frame.streamID, connection: self, context: context)
+            let proxy = ProxyHandler(slot: slot, isStream: true, client: stream)
+            stream.proxy = proxy
+            streams[frame.streamID] = stream
+            proxy.shared.metrics.streams.increment()
+            stream.received(.head(head), endStream: false)
+            if headers.endStream { stream.received(.end(nil), endStream: true) }
+        case .data(let data):
+            guard let stream = streams[frame.streamID], case .byteBuffer(let buffer) = data.data else { return }
+            if buffer.readableBytes > 0 { stream.received(.body(buffer), endStream: false) }
+            if data.endStream { stream.received(.end(nil), endStream: true) }
+        default:
+            break
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let event as NIOHTTP2WindowUpdatedEvent:
+            windowUpdated(event)
+            context.fireUserInboundEventTriggered(event)
+        case let event as NIOHTTP2StreamCreatedEvent:
+            announced.insert(event.streamID)
+            context.fireUserInboundEventTriggered(event)
+        case let event as StreamClosedEvent:
+            if let stream = streams.removeValue(forKey: event.streamID) { stream.closed() }
+            if announced.remove(event.streamID) != nil { context.fireUserInboundEventTriggered(event) }
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    private func windowUpdated(_ event: NIOHTTP2WindowUpdatedEvent) {
+        guard event.streamID != .rootStream else {
+            if let inbound = event.inboundWindowSize { reopen(.rootStream, window: inbound, target: Self.connectionWindowTarget) }
+            guard let outbound = event.outboundWindowSize else { return }
+            let wasBlocked = connectionSendWindow <= 0
+            connectionSendWindow = outbound
+            if wasBlocked, outbound > 0 { for stream in streams.values { stream.mayWriteAgain() } }
+            return
+        }
+        guard let stream = streams[event.streamID] else { return }
+        if let inbound = event.inboundWindowSize { stream.receiveWindowChanged(inbound) }
+        if let outbound = event.outboundWindowSize { stream.sendWindowChanged(outbound) }
+    }
+
+    /// RFC 9113 §6.9: a WINDOW_UPDATE once a window is down to half its
+    /// target, back up to the target (the rule swift-nio-http2's child
+    /// channels follow).
+    func reopen(_ streamID: HTTP2StreamID, window: Int, target: Int) {
+        guard window < target, target - window >= window, let context else { return }
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .windowUpdate(windowSizeIncrement: target - window))),
+                              promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { for stream in streams.values { stream.mayWriteAgain() } }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// NIOHTTP2Handler has already reset the stream (or sent GOAWAY) and
+    /// reports a closed stream by event: nothing is left to do here.
+    func errorCaught(context: ChannelHandlerContext, error: Error) {}
+
+    func write(_ frame: HTTP2Frame) {
+        context?.write(wrapOutboundOut(frame), promise: nil)
+    }
+
+    func flush() { context?.flush() }
+
+    private func closeAll() {
+        let closing = streams.values
+        streams = [:]
+        for stream in closing { stream.closed() }
+    }
+}

@@ -1,0 +1,61 @@
+import NIOHPACK
+import NIOHTTP1
+import Rewriter
+
+extension HTTPRequestHead {
+    /// The request a client's HTTP/2 header block asks for, in HTTP/1.1 terms,
+    /// as swift-nio-http2's HTTP/1 translation makes it: `:authority`
+    /// becomes `host` (RFC 9113 §8.3.1: it wins over a Host header), and a
+    /// body-carrying method without a length says how its body is framed.
+    /// Nil when a mandatory pseudo-header is missing or one is unknown.
+    init?(http2 block: HPACKHeaders, endStream: Bool) {
+        var method: String?, path: String?, authority: String?, scheme = false
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(block.count + 1)
+        var hasLength = false
+        for (name, value, _) in block {
+            if name.utf8.first == UInt8(ascii: ":") {
+                switch name {
+                case ":method": method = value
+                case ":path": path = value
+                case ":authority": authority = value
+                case ":scheme": scheme = true
+                default: return nil
+                }
+                continue
+            }
+            if authority != nil, name == "host" { continue }
+            if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
+            if name == "content-length" { hasLength = true }
+            headers.add(name: name, value: value)
+        }
+        guard let method, let path, scheme else { return nil }
+        if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
+        let httpMethod = HTTPMethod(rawValue: method)
+        switch httpMethod {
+        case .GET, .HEAD, .DELETE, .CONNECT, .TRACE: break
+        default:
+            if !hasLength { headers.add(name: endStream ? "content-length" : "transfer-encoding", value: endStream ? "0" : "chunked") }
+        }
+        self.init(version: HTTPVersion(major: 2, minor: 0), method: httpMethod, uri: path, headers: headers)
+    }
+}
+
+extension HPACKHeaders {
+    /// An answer's head as an HTTP/2 header block: `:status` first, names in
+    /// lower case, connection-specific fields (RFC 9113 §8.2.2) left out.
+    init(response head: HTTPResponseHead) {
+        self.init()
+        reserveCapacity(head.headers.count + 1)
+        add(name: ":status", value: String(head.status.code))
+        for (name, value) in head.headers where !Self.isConnectionSpecific(name) {
+            add(name: name.utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) ? name.lowercased() : name, value: value)
+        }
+    }
+
+    private static func isConnectionSpecific(_ name: String) -> Bool {
+        HeaderList.equalNames(name, "Connection") || HeaderList.equalNames(name, "Keep-Alive")
+            || HeaderList.equalNames(name, "Transfer-Encoding") || HeaderList.equalNames(name, "Upgrade")
+            || HeaderList.equalNames(name, "Proxy-Connection")
+    }
+}
