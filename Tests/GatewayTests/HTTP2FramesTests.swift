@@ -73,6 +73,35 @@ import Testing
         #expect(!client.rawFrames.contains { $0.type == 0x7 })
     }
 
+    /// A stream the client resets mid-call: its upstream connection (in an
+    /// unknown state) is dropped, and the connection's other streams go on.
+    @Test func streamResetByTheClientAbandonsItsCallOnly() async throws {
+        let upstream = RecordingUpstream { request in
+            .respond(status: 200, headers: [], body: Array(request.uri.utf8), delay: request.uri == "/slow" ? .seconds(1) : .zero)
+        }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0, protocols: [h2c]}]
+            upstreams: {up: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes: [{name: pass, upstream: up}]
+            """)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let slow = client.submit(method: "GET", path: "/slow")
+        client.run(seconds: 2) { _ in upstream.requests.count == 1 }
+        client.sendRaw(NGHTTP2Client.frame(type: 0x3, flags: 0, stream: UInt32(slow), payload: [0, 0, 0, 0x8]))
+        let next = client.submit(method: "GET", path: "/next")
+        client.run { $0.responses[next]?.closed == true }
+        #expect(client.responses[next]?.status == "200")
+        #expect(String(decoding: client.responses[next]?.body ?? [], as: UTF8.self) == "/next")
+        #expect(client.responses[slow]?.status == nil)
+        #expect(upstream.requests.map(\.uri) == ["/slow", "/next"])
+        // The reset call's connection was closed, not reused for /next.
+        #expect(upstream.connections == 2)
+        #expect(client.goAwayCode == nil)
+    }
+
     @Test func idleConnectionsGetGoAwayAndClose() async throws {
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0, protocols: [h2c]}]

@@ -49,7 +49,10 @@ extension HPACKHeaders {
         reserveCapacity(head.headers.count + 1)
         add(name: ":status", value: String(head.status.code))
         for (name, value) in head.headers where !Self.isConnectionSpecific(name) {
-            add(name: name.utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) ? name.lowercased() : name, value: value)
+            let lowercase = name.utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) ? name.lowercased() : name
+            // A request id is new on every answer: kept out of the HPACK
+            // table, it neither evicts what repeats nor costs a table search.
+            add(name: lowercase, value: value, indexing: lowercase == "x-request-id" ? .nonIndexable : .indexable)
         }
     }
 
