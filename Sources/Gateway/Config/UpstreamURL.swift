@@ -1,18 +1,16 @@
 /// An upstream's base URL: `http(s)://host[:port][/base/path][?query]`.
 public struct UpstreamURL: Sendable, Hashable, CustomStringConvertible {
-    public var scheme: String
-    public var host: String
-    public var port: Int
+    public let scheme: String
+    public let host: String
+    public let port: Int
     /// The base path without a trailing `/` ("" for none).
-    public var basePath: String
+    public let basePath: String
     /// The URL's own query (without `?`), sent before the route's.
-    public var query: String?
+    public let query: String?
+    /// What `Host` becomes upstream: made once, read on every call.
+    public let authority: String
 
     public var isTLS: Bool { scheme == "https" }
-    public var authority: String {
-        let h = host.contains(":") ? "[\(host)]" : host
-        return port == (isTLS ? 443 : 80) ? h : "\(h):\(port)"
-    }
     public var description: String { "\(scheme)://\(authority)\(basePath)" + (query.map { "?\($0)" } ?? "") }
 
     public init?(_ text: String) {
@@ -23,6 +21,8 @@ public struct UpstreamURL: Sendable, Hashable, CustomStringConvertible {
         if let q = rest.firstIndex(of: "?") {
             query = String(rest[rest.index(after: q)...])
             rest = rest[..<q]
+        } else {
+            query = nil
         }
         let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
         var path = String(rest[pathStart...])
@@ -33,6 +33,8 @@ public struct UpstreamURL: Sendable, Hashable, CustomStringConvertible {
         else { return nil }
         host = address.host
         port = address.port
+        let h = host.contains(":") ? "[\(host)]" : host
+        authority = port == (scheme == "https" ? 443 : 80) ? h : "\(h):\(port)"
     }
 
     /// Upstream path + route target with exactly one `/` between them; the
