@@ -195,6 +195,8 @@ import Testing
             let smuggled = try rawExchange(port: gateway.port, Array(
                 "POST /api/x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/admin HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
             #expect(smuggled.hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
+            #expect(smuggled.contains("Content-Type: application/problem+json\r\n"))
+            #expect(smuggled.contains("urn:gatewayd:problem:malformed-request"))
             #expect(!smuggled.contains("200 OK"))
             let badChunk = try rawExchange(port: gateway.port, Array(
                 "POST /api/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n".utf8))
@@ -205,6 +207,13 @@ import Testing
             // ... and each of those connections was closed by the gateway, not left open.
             for answer in [smuggled, badChunk, twoLengths] { #expect(!answer.hasSuffix("<timeout>")) }
             #expect(upstream.requests.isEmpty)
+            // Garbage pipelined behind a valid request: that request's answer
+            // finishes (marked as the last), then the connection closes.
+            let behind = try rawExchange(port: gateway.port, Array("GET /api/ok HTTP/1.1\r\nHost: a\r\n\r\nNOT HTTP AT ALL\r\n\r\n".utf8))
+            #expect(behind.hasPrefix("HTTP/1.1 200 OK\r\n"))
+            #expect(behind.contains("Connection: close\r\n"))
+            #expect(!behind.contains(" 400 ") && !behind.hasSuffix("<timeout>"))
+            #expect(upstream.requests.map(\.uri) == ["/base/api/ok"])
         }
     }
 

@@ -366,10 +366,31 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     func clientBecameWritable() { call?.connection?.setReading(true) }
 
-    /// A malformed request (bad framing, smuggling attempt): NIO's error handler
-    /// has answered 400 and nothing after it on this connection can be trusted.
+    /// A malformed request (bad framing, smuggling attempt): nothing after it
+    /// on this connection can be trusted, so the connection closes. The
+    /// request gets a problem answer unless its answer has begun; a malformed
+    /// request pipelined behind a valid one lets that one's answer finish.
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if error is HTTPParserError { context.close(promise: nil) } else { context.fireErrorCaught(error) }
+        guard let parseError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
+        exchange.queued.removeAll()
+        if exchange.answering && !exchange.reading {
+            exchange.quiescing = true
+            return
+        }
+        if call?.responseHeadSent == true { return context.close(promise: nil) }
+        abandonCall()
+        streaming = nil
+        if !exchange.reading {
+            log = AccessLog.Entry()
+            routeMetrics = nil
+        }
+        exchange.reading = false
+        let problem = parseError == .headerOverflow
+            ? Problem(status: 431, code: "headers-too-large", title: "Request header fields too large",
+                      detail: "the request head exceeds what the gateway reads")
+            : Problem(status: 400, code: "malformed-request", title: "Malformed request",
+                      detail: "the request is not valid HTTP/1.1 (\(parseError)); the connection is closed")
+        answer(problem, to: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), close: true)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
