@@ -7,10 +7,10 @@ import NIOHTTP2
 /// channel, pipeline or HTTP/1 translation codec per stream (those were
 /// about 2/3 of the CPU per h2c call). Sits between NIOHTTP2Handler (framing,
 /// HPACK, stream states, outbound flow control) and its connection manager
-/// (idle GOAWAY, keepalive, drain), which sees every frame and event after
-/// it; does the inbound flow control a child channel did: a stream's window
-/// is only reopened while its call reads, so a paused upload is held to one
-/// window.
+/// (idle GOAWAY, keepalive, drain), which gets the connection-level frames
+/// and stream events after it; does the inbound flow control a child
+/// channel did: a stream's window is only reopened while its call reads, so
+/// a paused upload is held to one window.
 final class HTTP2StreamsHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
@@ -48,9 +48,14 @@ final class HTTP2StreamsHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        serve(frame, context: context)
-        // The connection manager counts any frame as a sign of life.
-        context.fireChannelRead(data)
+        switch frame.payload {
+        case .headers, .data:
+            serve(frame, context: context)
+        default:
+            // The connection manager wants PING acknowledgements; its
+            // keepalive timer restarts after every read anyway.
+            context.fireChannelRead(data)
+        }
     }
 
     private func serve(_ frame: HTTP2Frame, context: ChannelHandlerContext) {
@@ -86,7 +91,6 @@ final class HTTP2StreamsHandler: ChannelInboundHandler {
         switch event {
         case let event as NIOHTTP2WindowUpdatedEvent:
             windowUpdated(event)
-            context.fireUserInboundEventTriggered(event)
         case let event as NIOHTTP2StreamCreatedEvent:
             announced.insert(event.streamID)
             context.fireUserInboundEventTriggered(event)
