@@ -33,6 +33,8 @@ import Testing
         client.sendRaw(NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 0, payload: Array("boom".utf8)))
         client.run { $0.goAwayCode != nil }
         #expect(client.goAwayCode == NGHTTP2_PROTOCOL_ERROR.rawValue)
+        // A connection error ends the connection, not just the conversation.
+        #expect(client.connectionClosed || client.closedByServer(within: 3))
     }
 
     @Test func garbageHeaderBlockIsACompressionError() async throws {
@@ -43,6 +45,7 @@ import Testing
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 1, payload: [0xFF, 0xFF, 0xFF, 0xFF, 0x0F]))
         client.run { $0.goAwayCode != nil }
         #expect(client.goAwayCode == NGHTTP2_COMPRESSION_ERROR.rawValue)
+        #expect(client.connectionClosed || client.closedByServer(within: 3))
     }
 
     @Test func oversizedFrameIsAFrameSizeError() async throws {
@@ -54,6 +57,7 @@ import Testing
             + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 1, payload: [UInt8](repeating: 0x61, count: 20_000)))
         client.run { $0.goAwayCode != nil }
         #expect(client.goAwayCode == NGHTTP2_FRAME_SIZE_ERROR.rawValue)
+        #expect(client.connectionClosed || client.closedByServer(within: 3))
     }
 
     @Test func requestWithoutPathIsRefusedAndTheConnectionLives() async throws {

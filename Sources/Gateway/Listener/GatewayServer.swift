@@ -264,7 +264,8 @@ public actor GatewayServer {
             configuration: .init(maxIdleTime: idleTime, maxAge: nil, maxGraceTime: idleTime,
                                  keepalive: .init(pingInterval: idleTime, ackTimeout: min(idleTime, .seconds(20)))))
         // Frames, not child channels: HTTP2StreamsHandler serves streams inline.
-        try pipeline.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connection, streamConfiguration: .init()))
+        try pipeline.addHandler(NIOHTTP2Handler(mode: .server, frameDelegate: CloseAfterErrorGoAway(channel: channel),
+                                                connectionConfiguration: connection, streamConfiguration: .init()))
         try pipeline.addHandler(HTTP2StreamsHandler(slot: slot))
         try pipeline.addHandler(manager)
         try pipeline.addHandler(DeferredFlushHandler(), position: .first)

@@ -148,6 +148,17 @@ final class NGHTTP2Client {
         }
     }
 
+    /// Whether the server closes the connection within `seconds` (bytes
+    /// still arriving are read and dropped; libnghttp2 is not asked).
+    func closedByServer(within seconds: Double) -> Bool {
+        let end = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while Date() < end {
+            if recv(socket, &buffer, buffer.count, 0) == 0 { return true }
+        }
+        return false
+    }
+
     /// libnghttp2 has nothing left to read or write (e.g. after a GOAWAY with
     /// no open streams): a real client closes the connection now.
     var sessionFinished: Bool { nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 }
