@@ -147,6 +147,26 @@ import Testing
         }
     }
 
+    /// Twelve calls at once over one HTTP/2 connection to an upstream with
+    /// `max_connections: 4`: four connections are opened, the other calls
+    /// wait for one to be released, and all are answered.
+    @Test func maxConnectionsBoundsTheUpstreamConnections() async throws {
+        let upstream = RecordingUpstream { request in
+            .respond(status: 200, headers: [], body: Array(request.uri.utf8), delay: .milliseconds(200))
+        }
+        try await withGateway(routes: Self.passThrough, upstream: upstream) { gateway, upstream in
+            let client = try NGHTTP2Client(port: gateway.port)
+            let streams = (1...12).map { client.submit(method: "GET", path: "/api/call/\($0)") }
+            client.run(seconds: 10) { c in streams.allSatisfy { c.responses[$0]?.closed == true } }
+            for (i, stream) in streams.enumerated() {
+                #expect(client.responses[stream]?.status == "200")
+                #expect(String(decoding: client.responses[stream]?.body ?? [], as: UTF8.self) == "/base/api/call/\(i + 1)")
+            }
+            #expect(upstream.requests.count == 12)
+            #expect(upstream.connections == 4)
+        }
+    }
+
     @Test func upstreamConnectionsAreReused() async throws {
         try await withGateway(routes: Self.passThrough) { gateway, upstream in
             _ = try curl(["\(gateway.base)/api/1", "\(gateway.base)/api/2", "\(gateway.base)/api/3"])

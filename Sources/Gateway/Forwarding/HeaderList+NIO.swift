@@ -2,9 +2,13 @@ import NIOHTTP1
 import Rewriter
 
 extension HeaderList {
-    /// NIO's headers as ours, names and order as they arrived.
+    /// NIO's headers as ours, names and order as they arrived, with room for
+    /// the forwarding headers the gateway adds (no regrowth per call).
     init(_ headers: HTTPHeaders) {
-        self.init(headers.map { Field(name: $0.name, value: $0.value) })
+        var fields: [Field] = []
+        fields.reserveCapacity(headers.count + 8)
+        for (name, value) in headers { fields.append(Field(name: name, value: value)) }
+        self.init(fields)
     }
 
     var httpHeaders: HTTPHeaders { HTTPHeaders(map { ($0.name, $0.value) }) }

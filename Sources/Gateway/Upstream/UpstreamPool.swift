@@ -9,12 +9,11 @@ import NIOSSL
 /// up to its share of the upstream's `max_connections`. Used only on `eventLoop`.
 final class UpstreamPool {
     let eventLoop: EventLoop
-    private let connectionsPerUpstream: [String: Int]
     private let upstreams: [String: UpstreamConfig]
     private let tlsContexts: [String: NIOSSLContext]
-    private var idle: [String: [UpstreamConnection]] = [:]
-    private var open: [String: Int] = [:]
-    private var waiters: [String: CircularBuffer<EventLoopPromise<UpstreamConnection>>] = [:]
+    /// Per upstream, made at start: each call only looks one up (mutating
+    /// dictionary values in place cost allocations on every call).
+    private let slots: [String: Slot]
     /// HTTP/2 upstreams: one multiplexed connection per upstream per loop
     /// (being set up, or up); each call opens a stream on it.
     private var sessions: [String: EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer>] = [:]
@@ -25,16 +24,24 @@ final class UpstreamPool {
     init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext]) {
         self.tlsContexts = tlsContexts
         self.eventLoop = eventLoop
-        var limits: [String: Int] = [:]
-        for upstream in upstreams { limits[upstream.name] = max(1, upstream.maxConnections / max(1, loops)) }
-        connectionsPerUpstream = limits
         self.upstreams = Dictionary(uniqueKeysWithValues: upstreams.map { ($0.name, $0) })
+        slots = Dictionary(uniqueKeysWithValues: upstreams.map { ($0.name, Slot(limit: max(1, $0.maxConnections / max(1, loops)))) })
+    }
+
+    /// One upstream's connections on this loop: its share of `max_connections`.
+    private final class Slot {
+        let limit: Int
+        var idle: [UpstreamConnection] = []
+        var open = 0
+        var waiters = CircularBuffer<EventLoopPromise<UpstreamConnection>>()
+        init(limit: Int) { self.limit = limit }
     }
 
     /// An idle kept-alive connection, when there is one.
     func takeIdle(_ upstream: UpstreamConfig) -> UpstreamConnection? {
         eventLoop.assertInEventLoop()
-        while let connection = idle[upstream.name]?.popLast() {
+        guard let slot = slots[upstream.name] else { return nil }
+        while let connection = slot.idle.popLast() {
             if connection.channel.isActive { return connection }
         }
         return nil
@@ -47,12 +54,13 @@ final class UpstreamPool {
             return eventLoop.makeFailedFuture(UpstreamError.unsupported("echo is answered in process"))
         }
         if upstream.http2 { return openStream(upstream, url: url) }
-        if open[upstream.name, default: 0] >= connectionsPerUpstream[upstream.name, default: 1] {
+        let slot = slots[upstream.name]!
+        if slot.open >= slot.limit {
             let promise = eventLoop.makePromise(of: UpstreamConnection.self)
-            waiters[upstream.name, default: []].append(promise)
+            slot.waiters.append(promise)
             return promise.futureResult
         }
-        open[upstream.name, default: 0] += 1
+        slot.open += 1
         return connect(upstream, url: url)
     }
 
@@ -124,8 +132,8 @@ final class UpstreamPool {
         // Outbound validation off: requests are checked where they are built (config
         // at load, modifiers' output in ProxyHandler), not again per write.
         return connectChannel(upstream, url: url) { pipeline in try pipeline.addHTTPClientHandlers(enableOutboundHeaderValidation: false) }
-            .flatMapErrorThrowing { error in
-                self.open[name, default: 1] -= 1
+            .flatMapErrorThrowing { [slot = slots[name]!] error in
+                slot.open -= 1
                 throw error
             }
             .flatMapThrowing { channel in
@@ -139,11 +147,11 @@ final class UpstreamPool {
     func release(_ connection: UpstreamConnection) {
         eventLoop.assertInEventLoop()
         if retired { return connection.channel.close(promise: nil) }
-        if var queue = waiters[connection.upstream], let waiter = queue.popFirst() {
-            waiters[connection.upstream] = queue
+        let slot = slots[connection.upstream]!
+        if let waiter = slot.waiters.popFirst() {
             waiter.succeed(connection)
         } else {
-            idle[connection.upstream, default: []].append(connection)
+            slot.idle.append(connection)
         }
     }
 
@@ -152,20 +160,22 @@ final class UpstreamPool {
     func retire(grace: TimeAmount) {
         eventLoop.assertInEventLoop()
         retired = true
-        for connection in idle.values.joined() { connection.channel.close(promise: nil) }
-        idle = [:]
+        for slot in slots.values {
+            for connection in slot.idle { connection.channel.close(promise: nil) }
+            slot.idle = []
+        }
         let sessions = Array(sessionChannels.values)
         if !sessions.isEmpty { eventLoop.scheduleTask(in: grace) { for channel in sessions { channel.close(promise: nil) } } }
     }
 
     func closed(_ connection: UpstreamConnection) {
         eventLoop.assertInEventLoop()
-        idle[connection.upstream]?.removeAll { $0 === connection }
-        open[connection.upstream, default: 1] -= 1
+        let slot = slots[connection.upstream]!
+        slot.idle.removeAll { $0 === connection }
+        slot.open -= 1
         // A waiter can now open a connection of its own.
-        if var queue = waiters[connection.upstream], let waiter = queue.popFirst() {
-            waiters[connection.upstream] = queue
-            open[connection.upstream, default: 0] += 1
+        if let waiter = slot.waiters.popFirst() {
+            slot.open += 1
             if let upstream = upstreams[connection.upstream], let url = upstream.url {
                 connect(upstream, url: url).cascade(to: waiter)
             }
