@@ -19,14 +19,22 @@ extension ProxyHandler {
     func schedule(at when: NIODeadline) {
         timer?.cancel()
         scheduledFor = when
-        timer = client.eventLoop.scheduleTask(deadline: when) { [self] in
-            timer = nil
-            scheduledFor = nil
-            guard let deadline else { return }
-            if deadline > NIODeadline.now() { return schedule(at: deadline) }
-            self.deadline = nil
-            timerFired()
-        }
+        // A callback, not a task: no promise and no closure per HTTP/2 stream.
+        timer = try? client.eventLoop.assumeIsolated().scheduleCallback(at: when, handler: DeadlineCallback(proxy: self))
+    }
+
+    struct DeadlineCallback: NIOScheduledCallbackHandler {
+        let proxy: ProxyHandler
+        func handleScheduledCallback(eventLoop: some EventLoop) { proxy.deadlinePassed() }
+    }
+
+    func deadlinePassed() {
+        timer = nil
+        scheduledFor = nil
+        guard let deadline else { return }
+        if deadline > NIODeadline.now() { return schedule(at: deadline) }
+        self.deadline = nil
+        timerFired()
     }
 
     func timerFired() {

@@ -35,7 +35,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     var streaming: Streaming?
 
     var call: Call?
-    var timer: Scheduled<Void>?
+    var timer: NIOScheduledCallback?
     var scheduledFor: NIODeadline?
     /// When the current wait (for a head, between requests, for an answer) ends.
     var deadline: NIODeadline?
