@@ -198,8 +198,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
         let path = String(head.uri.prefix { $0 != "?" })
         let headers = clientHeaders(head)
-        let hasBody = head.headers.contains(name: "Content-Length") && head.headers["Content-Length"].first != "0"
-            || head.headers.contains(name: "Transfer-Encoding")
+        let length = head.headers.first(name: "Content-Length")
+        let hasBody = length != nil && length != "0" || head.headers.contains(name: "Transfer-Encoding")
         guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
             // An unread body would have to be drained first; closing is simpler and safe.
             return answer(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
@@ -270,8 +270,9 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
                                   detail: "the body exceeds limits.max_body_bytes (\(shared.config.limits.maxBodyBytes))", route: match.route.config.name),
                           to: head, close: true)
         }
-        var headers = requestHeaders
-        requestHeaders = HeaderList()
+        // Taken, not copied: editing a list still shared would copy it.
+        var headers = HeaderList()
+        swap(&headers, &requestHeaders)
         let route = match.route, upstream = route.upstream
         headers.remove("Content-Length")
         headers.remove("Transfer-Encoding")
