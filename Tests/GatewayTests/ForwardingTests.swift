@@ -129,6 +129,34 @@ import Testing
         }
     }
 
+    /// `Expect: 100-continue` is the gateway's to answer: the client gets its
+    /// 100 at once (no waiting out curl's one-second timeout), the upstream
+    /// never sees the expectation, and a body too large for a buffering route
+    /// is refused before it is sent.
+    @Test func expectContinueIsAnsweredByTheGateway() async throws {
+        let routes = Self.passThrough + "\n" + """
+              - {name: form, match: {prefix: /form}, upstream: legacy, rewrite: {encoding: form}}
+            """
+        try await withGateway(routes: routes, limits: "{max_body_bytes: 4096}") { gateway, upstream in
+            let payload = [UInt8](repeating: 0x61, count: 10_000)
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("expect-\(getpid()).bin")
+            try Data(payload).write(to: file)
+            defer { try? FileManager.default.removeItem(at: file) }
+            let streamed = try curl(["-v", "-H", "Expect: 100-continue", "--data-binary", "@\(file.path)", "\(gateway.base)/api/upload"])
+            #expect(streamed.err.contains("< HTTP/1.1 100 Continue"))
+            #expect(streamed.err.contains("< HTTP/1.1 200 OK"))
+            let request = try #require(upstream.requests.first)
+            #expect(request.header("Expect").isEmpty)
+            #expect(request.body == payload)
+            let refused = try curl(["-v", "-H", "Expect: 100-continue", "-H", "Content-Type: application/json",
+                                    "--data-binary", "@\(file.path)", "\(gateway.base)/form"])
+            #expect(!refused.err.contains("100 Continue"))
+            #expect(refused.err.contains("< HTTP/1.1 413"))
+            #expect(refused.text.contains("urn:gatewayd:problem:body-too-large"))
+            #expect(upstream.requests.count == 1)
+        }
+    }
+
     @Test func h2cWithCurlAndNghttpReachTheSameUpstream() async throws {
         let upstream = RecordingUpstream { request in .respond(status: 200, headers: [("X-Seen", request.uri)], body: Array("h2 ok".utf8)) }
         try await withGateway(routes: Self.passThrough, upstream: upstream) { gateway, upstream in

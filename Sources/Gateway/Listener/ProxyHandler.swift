@@ -197,7 +197,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
                           to: head, close: true)
         }
         let path = String(head.uri.prefix { $0 != "?" })
-        let headers = clientHeaders(head)
+        var headers = HeaderList(head.headers)
         let length = head.headers.first(name: "Content-Length")
         let hasBody = length != nil && length != "0" || head.headers.contains(name: "Transfer-Encoding")
         guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
@@ -206,7 +206,23 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
         log.route = match.route.config.name
         routeMetrics = match.route.metrics
-        if hasBody, match.route.streamsBody(method: head.method.rawValue) {
+        let streams = hasBody && match.route.streamsBody(method: head.method.rawValue)
+        if let expect = headers["Expect"], HeaderList.equalNames(expect, "100-continue") {
+            // The gateway answers it (as nginx and Envoy do): the upstream
+            // gets the body without waiting, the client without a timeout.
+            headers.remove("Expect")
+            if !streams, let size = length.flatMap({ Int($0) }), size > limits.maxBodyBytes {
+                // Refused before the client sends the body.
+                return answer(Problem(status: 413, code: "body-too-large", title: "Request body too large",
+                                      detail: "the body exceeds limits.max_body_bytes (\(limits.maxBodyBytes))", route: match.route.config.name),
+                              to: head, close: true)
+            }
+            if hasBody, head.version.major > 1 || head.version.minor >= 1 {
+                client.write(.head(HTTPResponseHead(version: head.version, status: .continue)))
+                client.flush()
+            }
+        }
+        if streams {
             startStreaming(head, match: match, headers: headers)
         } else {
             self.head = head
@@ -215,12 +231,6 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             body.removeAll(keepingCapacity: true)
             tooLarge = false
         }
-    }
-
-    func clientHeaders(_ head: HTTPRequestHead) -> HeaderList {
-        var headers = HeaderList(head.headers)
-        if !headers.contains("Host"), let authority = headers[":authority"] { headers.set("Host", authority) }
-        return headers
     }
 
     func clientInfo(_ headers: HeaderList) -> ClientInfo {
