@@ -53,6 +53,22 @@ import Testing
         }
         #expect(growth < 24 << 20, "peak RSS grew \(growth >> 20) MiB during a \(size >> 20) MiB download")
     }
+
+    /// A client that announces an initial window of 0 and never opens it:
+    /// the gateway may send nothing, so it reads next to nothing of the
+    /// answer from the upstream instead of buffering it.
+    @Test func http2ClientWithAShutWindowKeepsMemoryBounded() async throws {
+        let body = [UInt8](repeating: 0x61, count: 96 << 20)
+        let source = RecordingUpstream { _ in .respond(status: 200, headers: [], body: body) }
+        let growth = try await peakGrowth(through: source) { gateway in
+            let client = try NGHTTP2Client(port: gateway.port, initialWindowSize: 0)
+            let stream = client.submit(method: "GET", path: "/big")
+            client.run(seconds: 3) { _ in false }
+            #expect(client.responses[stream]?.status == "200")
+            #expect(client.responses[stream]?.body.isEmpty == true)
+        }
+        #expect(growth < 24 << 20, "peak RSS grew \(growth >> 20) MiB while a client kept its window shut on a 96 MiB answer")
+    }
 }
 
 /// Finished HTTP/2 streams and connections must leave nothing behind (a

@@ -5,6 +5,15 @@ extension Problem {
         Problem(status: 404, code: "no-route", title: "No route matches", detail: "no route matches \(method) \(path)")
     }
 
+    static func bodyTooLarge(limit: Int, route: String) -> Problem {
+        Problem(status: 413, code: "body-too-large", title: "Request body too large",
+                detail: "the body exceeds limits.max_body_bytes (\(limit))", route: route)
+    }
+
+    static func headersTooLarge(_ detail: String) -> Problem {
+        Problem(status: 431, code: "headers-too-large", title: "Request header fields too large", detail: detail)
+    }
+
     /// The full HTTP/1.1 response the gateway answers with.
     public var wireFormat: [UInt8] {
         let body = json

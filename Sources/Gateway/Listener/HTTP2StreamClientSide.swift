@@ -19,7 +19,7 @@ final class HTTP2StreamClientSide: ClientSide {
     private var reading = true
     /// The stream's receive window as last reported, reopened while reading.
     private var receiveWindow: Int?
-    private var sendWindow = 65_535
+    private var sendWindow: Int
 
     let eventLoop: EventLoop
     let allocator: ByteBufferAllocator
@@ -27,9 +27,11 @@ final class HTTP2StreamClientSide: ClientSide {
     init(id: HTTP2StreamID, connection: HTTP2StreamsHandler, context: ChannelHandlerContext) {
         self.id = id
         self.connection = connection
+        sendWindow = connection.peerInitialWindow
         eventLoop = context.eventLoop
         allocator = context.channel.allocator
     }
+
     var isWritable: Bool {
         sendWindow > 0 && connection.connectionSendWindow > 0 && connection.context?.channel.isWritable == true
     }

@@ -25,6 +25,10 @@ final class HTTP2StreamsHandler: ChannelInboundHandler {
     private(set) lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"
     /// What the peer still lets us send on the connection as a whole.
     private(set) var connectionSendWindow = 65_535
+    /// The peer's SETTINGS_INITIAL_WINDOW_SIZE: what a new stream may be
+    /// sent before the peer opens its window (0 from a client that wants
+    /// every byte on request; then nothing is read ahead from the upstream).
+    private(set) var peerInitialWindow = 65_535
 
     /// The connection window is kept this open: every stream's data is
     /// bounded by its own window already.
@@ -93,6 +97,11 @@ final class HTTP2StreamsHandler: ChannelInboundHandler {
             windowUpdated(event)
         case let event as NIOHTTP2StreamCreatedEvent:
             announced.insert(event.streamID)
+            // swift-nio-http2's "local" window is what we may send.
+            if let window = event.localInitialWindowSize.map(Int.init) {
+                peerInitialWindow = window
+                streams[event.streamID]?.sendWindowChanged(window)
+            }
             context.fireUserInboundEventTriggered(event)
         case let event as StreamClosedEvent:
             if let stream = streams.removeValue(forKey: event.streamID) { stream.closed() }

@@ -5,11 +5,11 @@ import Rewriter
 /// One downstream call at a time — an HTTP/1.1 connection (pipelined
 /// requests wait in this handler's queue until the answer before them ends;
 /// the handler sits in the connection's pipeline) or one HTTP/2 stream (fed
-/// by the connection's HTTP2StreamsHandler, no pipeline of its own). A route that rewrites buffers the request body (up to
-/// `limits.max_body_bytes`); a pass-through route streams it upstream as it
-/// arrives, reading from the client only as fast as the upstream takes it.
-/// Answers stream back part by part on a pooled upstream connection of this
-/// event loop.
+/// by the connection's HTTP2StreamsHandler, no pipeline of its own). A route
+/// that rewrites buffers the request body (up to `limits.max_body_bytes`);
+/// a pass-through route streams it upstream as it arrives, reading from the
+/// client only as fast as the upstream takes it. Answers stream back part
+/// by part on a pooled upstream connection of this event loop.
 final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -187,9 +187,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
     func received(_ head: HTTPRequestHead) {
         let limits = shared.config.limits
         if head.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }) > limits.maxHeaderBytes {
-            return answer(Problem(status: 431, code: "headers-too-large", title: "Request header fields too large",
-                                  detail: "the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"),
-                          to: head, close: true)
+            return answer(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), to: head, close: true)
         }
         guard head.uri.hasPrefix("/") else {
             return answer(Problem(status: 400, code: "bad-target", title: "Bad request target",
@@ -213,9 +211,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             headers.remove("Expect")
             if !streams, let size = length.flatMap({ Int($0) }), size > limits.maxBodyBytes {
                 // Refused before the client sends the body.
-                return answer(Problem(status: 413, code: "body-too-large", title: "Request body too large",
-                                      detail: "the body exceeds limits.max_body_bytes (\(limits.maxBodyBytes))", route: match.route.config.name),
-                              to: head, close: true)
+                return answer(.bodyTooLarge(limit: limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
             }
             if hasBody, head.version.major > 1 || head.version.minor >= 1 {
                 client.write(.head(HTTPResponseHead(version: head.version, status: .continue)))
@@ -276,9 +272,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         guard let match else { return }
         self.match = nil
         if tooLarge {
-            return answer(Problem(status: 413, code: "body-too-large", title: "Request body too large",
-                                  detail: "the body exceeds limits.max_body_bytes (\(shared.config.limits.maxBodyBytes))", route: match.route.config.name),
-                          to: head, close: true)
+            return answer(.bodyTooLarge(limit: shared.config.limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
         }
         // Taken, not copied: editing a list still shared would copy it.
         var headers = HeaderList()
@@ -397,8 +391,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
         exchange.reading = false
         let problem = parseError == .headerOverflow
-            ? Problem(status: 431, code: "headers-too-large", title: "Request header fields too large",
-                      detail: "the request head exceeds what the gateway reads")
+            ? Problem.headersTooLarge("the request head exceeds what the gateway reads")
             : Problem(status: 400, code: "malformed-request", title: "Malformed request",
                       detail: "the request is not valid HTTP/1.1 (\(parseError)); the connection is closed")
         answer(problem, to: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), close: true)

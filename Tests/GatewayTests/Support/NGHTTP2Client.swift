@@ -26,7 +26,9 @@ final class NGHTTP2Client {
     private(set) var rawFrames: [(type: UInt8, stream: UInt32, errorCode: UInt32?)] = []
     private var rawBuffer: [UInt8] = []
 
-    init(port: Int) throws {
+    /// `initialWindowSize`: SETTINGS_INITIAL_WINDOW_SIZE to announce (how much
+    /// of each answer the gateway may send before this client opens the window).
+    init(port: Int, initialWindowSize: UInt32? = nil) throws {
         socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -76,7 +78,8 @@ final class NGHTTP2Client {
             return 0
         }
         nghttp2_session_client_new(&session, callbacks, Unmanaged.passUnretained(self).toOpaque())
-        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil, 0)
+        var settings = initialWindowSize.map { [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: $0)] } ?? []
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
     }
 
     deinit {
