@@ -265,6 +265,30 @@ import Testing
         }
     }
 
+    /// A request body that stops coming is answered 408 after `idle_timeout`
+    /// and the connection (HTTP/1.1) or stream (HTTP/2) ends: never a hung call.
+    @Test func stalledRequestBodiesTimeOut() async throws {
+        let routes = Self.passThrough + "\n" + """
+              - {name: form, match: {prefix: /form}, upstream: legacy, rewrite: {encoding: form}}
+            """
+        try await withGateway(routes: routes, limits: "{idle_timeout: 300ms}") { gateway, upstream in
+            let stalled = try rawExchange(port: gateway.port, Array(
+                "POST /form HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":".utf8), timeout: 5)
+            #expect(stalled.hasPrefix("HTTP/1.1 408 Request Timeout\r\n"))
+            #expect(stalled.contains("urn:gatewayd:problem:body-timeout"))
+            #expect(!stalled.hasSuffix("<timeout>"))
+            let client = try NGHTTP2Client(port: gateway.port)
+            let headers = client.encodeHeaderBlock([(":method", "POST"), (":path", "/form"), (":scheme", "http"), (":authority", "a"),
+                                                    ("content-type", "application/json")])
+            client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: headers)
+                + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 1, payload: Array(#"{"a":"#.utf8)))
+            client.run(seconds: 3) { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 } }
+            #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == 1 })
+            #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 })
+            #expect(upstream.requests.isEmpty)
+        }
+    }
+
     @Test func slowSendersAndIdleConnectionsAreDisconnected() async throws {
         try await withGateway(routes: Self.passThrough, limits: "{header_timeout: 300ms, idle_timeout: 300ms}") { gateway, upstream in
             // A head that never completes: closed after header_timeout, nothing forwarded.

@@ -40,8 +40,18 @@ extension ProxyHandler {
     func timerFired() {
         guard client.isActive else { return }
         guard let call else {
+            if let head {
+                // A request body that stopped coming (nginx: client_body_timeout).
+                self.head = nil
+                let route = match?.route.config.name
+                match = nil
+                let timeout = shared.config.limits.idleTimeout
+                return answer(Problem(status: 408, code: "body-timeout", title: "Request body not received in time",
+                                      detail: "no part of the request body arrived within limits.idle_timeout (\(timeout))", route: route),
+                              to: head, close: true)
+            }
             // No request in flight: the client sent no (complete) head in time.
-            if head == nil { client.close() }
+            client.close()
             return
         }
         self.call = nil

@@ -165,7 +165,10 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         case .body(let buffer):
             if streaming != nil {
                 streamBody(buffer)
-            } else if head != nil, !tooLarge {
+            } else if head != nil {
+                // A body being read must keep coming: idle_timeout at most between parts.
+                setDeadline(shared.config.limits.idleTimeout)
+                if tooLarge { break }
                 if body.count + buffer.readableBytes > shared.config.limits.maxBodyBytes {
                     tooLarge = true
                     body = []
@@ -226,6 +229,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
             requestHeaders = headers
             body.removeAll(keepingCapacity: true)
             tooLarge = false
+            setDeadline(limits.idleTimeout)
         }
     }
 
