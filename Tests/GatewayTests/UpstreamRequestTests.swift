@@ -18,7 +18,7 @@ import Testing
         let request = try build(config, "POST", "/p/a%2Fb?x=%20y", headers: [
             "Host": "client.example", "cOOkie": "c", "Connection": "keep-alive, X-Hop", "X-Hop": "1", "Keep-Alive": "5",
             "Transfer-Encoding": "chunked", "TE": "trailers", "Upgrade": "h2c", "Proxy-Authorization": "p", "X-Both": "client",
-            "x-CaSe": "kept", "Content-Length": "3",
+            "x-CaSe": "kept", "Content-Length": "3", "Expect": "100-Continue",
         ], body: "abc")
         #expect(request.method == "POST")
         #expect(request.target == "/base/p/a%2Fb?k=1&x=%20y")

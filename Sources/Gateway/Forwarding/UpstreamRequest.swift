@@ -27,6 +27,8 @@ public struct UpstreamRequest: Sendable, Hashable {
     ) throws(Problem) -> UpstreamRequest {
         var headers = clientHeaders
         headers.removeHopByHop()
+        // `Expect: 100-continue` is answered by the gateway itself.
+        if let expect = headers["Expect"], HeaderList.equalNames(expect, "100-continue") { headers.remove("Expect") }
         if let client { client.addForwardingHeaders(to: &headers) }
         if !route.keepHost || !headers.contains("Host") { headers.set("Host", upstream.authority) }
         upstream.headers.apply(to: &headers)

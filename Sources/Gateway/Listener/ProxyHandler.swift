@@ -198,7 +198,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
                           to: head, close: true)
         }
         let path = String(head.uri.prefix { $0 != "?" })
-        var headers = HeaderList(head.headers)
+        let headers = HeaderList(head.headers)
         let length = head.headers.first(name: "Content-Length")
         let hasBody = length != nil && length != "0" || head.headers.contains(name: "Transfer-Encoding")
         guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
@@ -209,9 +209,8 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         routeMetrics = match.route.metrics
         let streams = hasBody && match.route.streamsBody(method: head.method.rawValue)
         if let expect = headers["Expect"], HeaderList.equalNames(expect, "100-continue") {
-            // The gateway answers it (as nginx and Envoy do): the upstream
-            // gets the body without waiting, the client without a timeout.
-            headers.remove("Expect")
+            // The gateway answers it (as nginx and Envoy do): the client
+            // does not wait, and the upstream never sees the expectation.
             if !streams, let size = length.flatMap({ Int($0) }), size > limits.maxBodyBytes {
                 // Refused before the client sends the body.
                 return answer(.bodyTooLarge(limit: limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
