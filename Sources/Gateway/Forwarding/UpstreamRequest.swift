@@ -27,8 +27,8 @@ public struct UpstreamRequest: Sendable, Hashable {
     ) throws(Problem) -> UpstreamRequest {
         var headers = clientHeaders
         headers.removeHopByHop()
-        // `Expect: 100-continue` is answered by the gateway itself.
-        if let expect = headers["Expect"], HeaderList.equalNames(expect, "100-continue") { headers.remove("Expect") }
+        // The gateway answers `Expect: 100-continue` itself.
+        if headers.expectsContinue { headers.remove("Expect") }
         if let client { client.addForwardingHeaders(to: &headers) }
         if !route.keepHost || !headers.contains("Host") { headers.set("Host", upstream.authority) }
         upstream.headers.apply(to: &headers)
@@ -91,6 +91,9 @@ extension HeaderList {
             $0.prefix { $0 != " " && $0 != "\t" }
         }
     }
+
+    /// `Expect: 100-continue`: the client waits for a 100 before its body.
+    var expectsContinue: Bool { self["Expect"].map { Self.equalNames($0, "100-continue") } ?? false }
 
     /// Drops the hop-by-hop headers and every header `Connection` names.
     mutating func removeHopByHop() {

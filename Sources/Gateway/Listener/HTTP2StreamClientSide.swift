@@ -79,12 +79,12 @@ final class HTTP2StreamClientSide: ClientSide {
     func setReading(_ on: Bool) {
         guard reading != on else { return }
         reading = on
-        if on, let receiveWindow { connection.reopen(id, window: receiveWindow, target: HTTP2StreamsHandler.streamWindowTarget) }
+        if on, let receiveWindow { connection.reopen(id, window: receiveWindow, target: HTTP2StreamsHandler.defaultWindow) }
     }
 
     func receiveWindowChanged(_ window: Int) {
         receiveWindow = window
-        if reading { connection.reopen(id, window: window, target: HTTP2StreamsHandler.streamWindowTarget) }
+        if reading { connection.reopen(id, window: window, target: HTTP2StreamsHandler.defaultWindow) }
     }
 
     func sendWindowChanged(_ window: Int) {

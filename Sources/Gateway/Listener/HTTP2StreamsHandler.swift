@@ -24,17 +24,18 @@ final class HTTP2StreamsHandler: ChannelInboundHandler {
     private var announced: Set<HTTP2StreamID> = []
     private(set) lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"
     /// What the peer still lets us send on the connection as a whole.
-    private(set) var connectionSendWindow = 65_535
+    private(set) var connectionSendWindow = defaultWindow
     /// The peer's SETTINGS_INITIAL_WINDOW_SIZE: what a new stream may be
     /// sent before the peer opens its window (0 from a client that wants
     /// every byte on request; then nothing is read ahead from the upstream).
-    private(set) var peerInitialWindow = 65_535
+    private(set) var peerInitialWindow = defaultWindow
 
     /// The connection window is kept this open: every stream's data is
     /// bounded by its own window already.
     static let connectionWindowTarget = 1 << 20
-    /// SETTINGS_INITIAL_WINDOW_SIZE's default, which we do not change.
-    static let streamWindowTarget = 65_535
+    /// RFC 9113 §6.9.2: every window's initial size until SETTINGS say
+    /// otherwise; our streams' receive windows stay at it.
+    static let defaultWindow = 65_535
 
     init(slot: ListenerSlot) { self.slot = slot }
 

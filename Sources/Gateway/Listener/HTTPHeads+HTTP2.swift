@@ -43,22 +43,17 @@ extension HTTPRequestHead {
 
 extension HPACKHeaders {
     /// An answer's head as an HTTP/2 header block: `:status` first, names in
-    /// lower case, connection-specific fields (RFC 9113 §8.2.2) left out.
+    /// lower case, hop-by-hop fields (RFC 9113 §8.2.2's connection-specific
+    /// ones among them, such as a `Connection: close` of our own) left out.
     init(response head: HTTPResponseHead) {
         self.init()
         reserveCapacity(head.headers.count + 1)
         add(name: ":status", value: String(head.status.code))
-        for (name, value) in head.headers where !Self.isConnectionSpecific(name) {
+        for (name, value) in head.headers where !HeaderList.isHopByHop(name) {
             let lowercase = name.utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) ? name.lowercased() : name
             // A request id is new on every answer: kept out of the HPACK
             // table, it neither evicts what repeats nor costs a table search.
             add(name: lowercase, value: value, indexing: lowercase == "x-request-id" ? .nonIndexable : .indexable)
         }
-    }
-
-    private static func isConnectionSpecific(_ name: String) -> Bool {
-        HeaderList.equalNames(name, "Connection") || HeaderList.equalNames(name, "Keep-Alive")
-            || HeaderList.equalNames(name, "Transfer-Encoding") || HeaderList.equalNames(name, "Upgrade")
-            || HeaderList.equalNames(name, "Proxy-Connection")
     }
 }

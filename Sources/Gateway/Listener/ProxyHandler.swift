@@ -208,7 +208,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         log.route = match.route.config.name
         routeMetrics = match.route.metrics
         let streams = hasBody && match.route.streamsBody(method: head.method.rawValue)
-        if let expect = headers["Expect"], HeaderList.equalNames(expect, "100-continue") {
+        if headers.expectsContinue {
             // The gateway answers it (as nginx and Envoy do): the client
             // does not wait, and the upstream never sees the expectation.
             if !streams, let size = length.flatMap({ Int($0) }), size > limits.maxBodyBytes {
