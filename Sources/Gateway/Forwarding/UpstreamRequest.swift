@@ -1,3 +1,4 @@
+import NIOCore
 import Rewriter
 
 /// The request that goes upstream, fully built: target joined with the
@@ -51,22 +52,37 @@ public struct UpstreamRequest: Sendable, Hashable {
             request.headers.remove("Content-Length")
             if let contentType = rewritten.contentType { request.headers.add("Content-Type", contentType) }
         }
-        if let body = request.body {
-            request.headers.set("Content-Length", String(body.count))
-        } else if route.rewrite == nil, !clientHeaders.contains("Content-Length") {
-            request.headers.remove("Content-Length")
+        // A streamed body (the client's length or chunks) is framed as it came.
+        let streamed = route.rewrite == nil && (clientHeaders.contains("Content-Length") || clientHeaders.contains("Transfer-Encoding"))
+        if request.body != nil || !streamed {
+            request.frameBody()
         }
         request.target = upstream.url?.join(request.target) ?? request.target
         return request
     }
 
-    /// HTTP/1.1 wire form: request line, headers, blank line, body.
+    /// Content-Length true to the buffered body. An empty POST, PUT or PATCH
+    /// says 0, as nginx sends it: some servers refuse those without a length.
+    public mutating func frameBody() {
+        if let body, !body.isEmpty {
+            headers.set("Content-Length", String(body.count))
+            return
+        }
+        body = nil
+        if method == "POST" || method == "PUT" || method == "PATCH" {
+            headers.set("Content-Length", "0")
+        } else {
+            headers.remove("Content-Length")
+        }
+    }
+
+    /// HTTP/1.1 wire form: request line, headers, blank line, body — the
+    /// bytes an upstream connection writes.
     public var wireFormat: [UInt8] {
-        var out = Array("\(method) \(target) HTTP/1.1\r\n".utf8)
-        for field in headers { out.append(contentsOf: "\(field.name): \(field.value)\r\n".utf8) }
-        out.append(contentsOf: "\r\n".utf8)
-        if let body { out.append(contentsOf: body) }
-        return out
+        var out = ByteBuffer()
+        out.writeRequestHead(method: method, target: target, headers: headers)
+        if let body { out.writeBytes(body) }
+        return Array(out.readableBytesView)
     }
 }
 

@@ -239,15 +239,9 @@ public actor GatewayServer {
         let shared = slot.context
         let pipeline = channel.pipeline.syncOperations
         guard http2 else {
-            // No pipelining assistance: ProxyHandler queues pipelined requests
-            // itself without toggling read interest per request. No error
-            // handler: ProxyHandler answers malformed requests (problem+json)
-            // without an extra pipeline hop per request part. No outbound
-            // header validation: answers carry what NIO parsed from the
-            // upstream plus config-checked values.
-            try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false,
-                                                     withOutboundHeaderValidation: false)
-            try pipeline.addHandler(ProxyHandler(slot: slot, isStream: false))
+            // Requests read and answers written as bytes by one handler: no
+            // codec handlers, no pipeline hop per request part.
+            try pipeline.addHandler(HTTP1ConnectionHandler(slot: slot, channel: channel))
             return
         }
         var connection = NIOHTTP2Handler.ConnectionConfiguration()

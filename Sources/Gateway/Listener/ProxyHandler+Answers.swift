@@ -78,7 +78,7 @@ extension ProxyHandler {
     func answer(status: Int, headers: HeaderList, body: [UInt8], to head: HTTPRequestHead, close: Bool = false) {
         var nioHeaders = headers.httpHeaders
         nioHeaders.replaceOrAdd(name: "Content-Length", value: String(body.count))
-        let keepAlive = head.isKeepAlive && !close && !exchange.quiescing
+        let keepAlive = head.keepsAlive && !close && !exchange.quiescing
         if !keepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         let responseHead = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: nioHeaders)
         log.bytes = body.count

@@ -2,27 +2,24 @@ import NIOCore
 import NIOHTTP1
 import Rewriter
 
-/// One downstream call at a time — an HTTP/1.1 connection (pipelined
-/// requests wait in this handler's queue until the answer before them ends;
-/// the handler sits in the connection's pipeline) or one HTTP/2 stream (fed
-/// by the connection's HTTP2StreamsHandler, no pipeline of its own). A route
+/// One downstream call at a time — on an HTTP/1.1 connection (fed by its
+/// HTTP1ConnectionHandler, which holds pipelined requests back until the
+/// answer before them ends) or one HTTP/2 stream (fed by the connection's
+/// HTTP2StreamsHandler). No pipeline of its own: it speaks to its client
+/// through `ClientSide`, whatever the protocol. A route
 /// that rewrites buffers the request body (up to `limits.max_body_bytes`);
 /// a pass-through route streams it upstream as it arrives, reading from the
 /// client only as fast as the upstream takes it. Answers stream back part
 /// by part on a pooled upstream connection of this event loop.
-final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-
+final class ProxyHandler: UpstreamResponseDelegate {
     let slot: ListenerSlot
     /// The listener's context as of this call's request head (a reload
     /// swaps the slot's; a call in flight keeps its own).
     var shared: ListenerContext
     /// HTTP/2 streams end with their call; connection timers are the HTTP/1 side's.
     let isStream: Bool
-    /// Where answers go. Nil once the connection's pipeline is gone: it holds
-    /// this handler, so keeping it would leak both.
-    var client: (any ClientSide)!
+    /// Where answers go.
+    let client: any ClientSide
 
     /// The request being read.
     var head: HTTPRequestHead?
@@ -89,7 +86,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         }
     }
 
-    init(slot: ListenerSlot, isStream: Bool, client: (any ClientSide)? = nil) {
+    init(slot: ListenerSlot, isStream: Bool, client: any ClientSide) {
         self.slot = slot
         shared = slot.context
         self.isStream = isStream
@@ -100,17 +97,6 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     static let processSeed = UInt64.random(in: .min ... .max)
 
-    func handlerAdded(context: ChannelHandlerContext) {
-        client = HTTP1ClientSide(context: context)
-        // Added once the protocol is known, the channel is usually active already.
-        if context.channel.isActive { setDeadline(shared.config.limits.headerTimeout) }
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        detach()
-        client = nil
-    }
-
     /// The connection or stream is gone: the call in flight is abandoned.
     func detach() {
         abandonCall()
@@ -118,34 +104,19 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         streaming = nil
     }
 
-    func channelActive(context: ChannelHandlerContext) {
-        setDeadline(shared.config.limits.headerTimeout)
-        context.fireChannelActive()
-    }
+    /// The connection is up: a request head must come within header_timeout.
+    func started() { setDeadline(shared.config.limits.headerTimeout) }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let part = unwrapInboundIn(data)
-        // HTTP/1.1 pipelining: the next request's parts wait until this answer
-        // has ended. Reading goes on (no read-interest toggling per request,
-        // as NIO's pipelining handler does); a long queue pauses it.
-        if exchange.answering && !exchange.reading {
-            exchange.queued.append(part)
-            if exchange.queued.count == Self.maxQueuedParts { setClientReading(false) }
-            return
-        }
-        process(part)
-    }
+    /// HTTP/1.1 pipelining: the next request is read only once this answer
+    /// has ended (its bytes wait in the connection handler).
+    var acceptsRequestParts: Bool { !exchange.answering || exchange.reading }
 
-    /// Request parts of a later pipelined request held at most (then reading pauses).
-    static let maxQueuedParts = 64
-
-    /// Where this HTTP/1.1 connection is between requests and answers.
+    /// Where this connection or stream is between requests and answers.
     struct Exchange {
         /// The current request's head arrived and its end has not.
         var reading = false
         /// Its answer has not ended yet.
         var answering = false
-        var queued = CircularBuffer<HTTPServerRequestPart>()
         /// Draining: the answer in flight is the last one.
         var quiescing = false
     }
@@ -303,12 +274,7 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         modify(request, route: route, client: client, head: head) { [self] modified in
             var modified = modified
             // Content-Length stays true to the bytes sent, whatever a hook did to the body.
-            if let body = modified.body, !body.isEmpty {
-                modified.headers.set("Content-Length", String(body.count))
-            } else {
-                modified.body = nil
-                modified.headers.remove("Content-Length")
-            }
+            modified.frameBody()
             call?.request = modified
             forward()
         }
@@ -367,42 +333,22 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
 
     static let defaultTimeout = Duration.seconds(60)
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { clientBecameWritable() }
-        context.fireChannelWritabilityChanged()
-    }
-
     func clientBecameWritable() { call?.connection?.setReading(true) }
 
     /// A malformed request (bad framing, smuggling attempt): nothing after it
-    /// on this connection can be trusted, so the connection closes. The
-    /// request gets a problem answer unless its answer has begun; a malformed
-    /// request pipelined behind a valid one lets that one's answer finish.
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
-        guard let parseError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
-        exchange.queued.removeAll()
-        if exchange.answering && !exchange.reading {
-            exchange.quiescing = true
-            return
-        }
-        if call?.responseHeadSent == true { return context.close(promise: nil) }
+    /// on this connection can be trusted, so the connection closes, after
+    /// `problem` unless the answer has begun.
+    func malformed(_ problem: Problem) {
+        if call?.responseHeadSent == true { return client.close() }
         abandonCall()
         streaming = nil
+        head = nil
         if !exchange.reading {
             log = AccessLog.Entry()
             routeMetrics = nil
         }
         exchange.reading = false
-        let problem = parseError == .headerOverflow
-            ? Problem.headersTooLarge("the request head exceeds what the gateway reads")
-            : Problem(status: 400, code: "malformed-request", title: "Malformed request",
-                      detail: "the request is not valid HTTP/1.1 (\(parseError)); the connection is closed")
         answer(problem, to: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), close: true)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        abandonCall()
-        context.fireChannelInactive()
     }
 
     /// The client is gone: no timer, and the upstream connection of a call
@@ -425,32 +371,19 @@ final class ProxyHandler: ChannelInboundHandler, UpstreamResponseDelegate {
         setClientReading(true)
     }
 
-    /// Ends the answer; an HTTP/1.1 connection then reads its next request.
+    /// Ends the answer; an HTTP/1.1 connection then reads its next request
+    /// (within idle_timeout).
     func finishExchange(keepAlive: Bool) {
         exchange.answering = false
-        guard keepAlive, !exchange.quiescing else {
-            exchange.queued.removeAll()
-            client.end(close: true)
-            return
-        }
+        guard keepAlive, !exchange.quiescing else { return client.end(close: true) }
+        if !isStream { setDeadline(shared.config.limits.idleTimeout) }
         client.end(close: false)
-        if isStream { return }
-        setDeadline(shared.config.limits.idleTimeout)
-        // Pipelined requests read meanwhile go on, one answer at a time.
-        let wasFull = exchange.queued.count >= Self.maxQueuedParts
-        while let part = exchange.queued.popFirst() {
-            process(part)
-            if exchange.answering && !exchange.reading { break }
-        }
-        if wasFull && exchange.queued.count < Self.maxQueuedParts { setClientReading(true) }
     }
 
-    /// Graceful stop (drain): an idle connection closes now; one with a call
-    /// in flight answers it with `Connection: close`, then closes.
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+    /// Graceful stop (drain): the answer in flight is the last. Returns
+    /// whether the connection is idle, to be closed now.
+    func quiesce() -> Bool {
         exchange.quiescing = true
-        exchange.queued.removeAll()
-        if !exchange.reading && !exchange.answering { context.close(promise: nil) }
+        return !exchange.reading && !exchange.answering
     }
 }

@@ -18,8 +18,10 @@ protocol UpstreamResponseDelegate: AnyObject {
 
 /// One keep-alive HTTP/1.1 connection to an upstream, owned by a pool on
 /// one event loop — or one HTTP/2 stream on a shared upstream connection
-/// (`isStream`), which carries a single request and is never pooled. Not
-/// Sendable on purpose: it lives on its loop only.
+/// (`isStream`), which carries a single request and is never pooled. An
+/// HTTP/1.1 connection writes requests as bytes (HTTP1UpstreamHandler reads
+/// the answers); a stream writes NIO's request parts. Not Sendable on
+/// purpose: it lives on its loop only.
 final class UpstreamConnection {
     let channel: Channel
     let upstream: String
@@ -27,15 +29,22 @@ final class UpstreamConnection {
     /// How many requests this connection has carried (a reused connection may
     /// have been closed by the upstream just as we sent: safe to replay once).
     private(set) var uses = 0
-    fileprivate var delegate: UpstreamResponseDelegate?
-    fileprivate var responseStarted = false
-    fileprivate var keepAlive = true
+    private var delegate: UpstreamResponseDelegate?
+    private(set) var responseStarted = false
+    private var keepAlive = true
     /// False while a streamed request body is still being sent: an answer that
     /// ends before it leaves the connection's framing unfinished, never reusable.
     private var requestComplete = true
+    /// The streamed request body goes in chunks (it has no Content-Length).
+    private var chunked = false
     weak var pool: UpstreamPool?
     /// Reading paused because the client cannot take the answer as fast.
     private var readingPaused = false
+    /// Reads answers on an HTTP/1.1 connection.
+    var decoder = HTTP1ResponseDecoder(maxHeadBytes: UpstreamConnection.maxHeadBytes)
+
+    /// An answer's head is read up to this size (NIO's default limit).
+    static let maxHeadBytes = 80 * 1024
 
     init(channel: Channel, upstream: String, isStream: Bool = false) {
         self.channel = channel
@@ -45,32 +54,62 @@ final class UpstreamConnection {
 
     var isBusy: Bool { delegate != nil }
 
-    /// Sends the whole request (head, buffered body, end).
+    /// Sends the whole request (head, buffered body, end): on HTTP/1.1 one write.
     func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
-        sendHead(request, delegate: delegate)
-        if let body = request.body, !body.isEmpty { sendBody(channel.allocator.buffer(bytes: body)) }
-        sendEnd()
+        guard !isStream else {
+            sendHead(request, delegate: delegate)
+            if let body = request.body, !body.isEmpty { sendBody(channel.allocator.buffer(bytes: body)) }
+            return sendEnd()
+        }
+        var out = start(request, delegate: delegate, extra: request.body?.count ?? 0)
+        if let body = request.body { out.writeBytes(body) }
+        requestComplete = true
+        channel.writeAndFlush(out, promise: nil)
     }
 
     /// Starts a request whose body follows part by part (`sendBody`, `sendEnd`).
     func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
-        self.delegate = delegate
-        uses += 1
-        responseStarted = false
-        requestComplete = false
-        keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
+        guard isStream else { return channel.write(start(request, delegate: delegate, extra: 0), promise: nil) }
+        begin(request, delegate: delegate)
         let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target,
                                    headers: request.headers.httpHeaders)
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
     }
 
+    private func begin(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
+        self.delegate = delegate
+        uses += 1
+        responseStarted = false
+        requestComplete = false
+        keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
+    }
+
+    /// The HTTP/1.1 request head as bytes, with room for `extra` more.
+    private func start(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, extra: Int) -> ByteBuffer {
+        begin(request, delegate: delegate)
+        chunked = request.headers.contains("Transfer-Encoding")
+        decoder.expect(method: HTTPMethod(rawValue: request.method))
+        var out = channel.allocator.buffer(capacity: 512 + extra)
+        out.writeRequestHead(method: request.method, target: request.target, headers: request.headers)
+        return out
+    }
+
     func sendBody(_ buffer: ByteBuffer) {
-        channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil)
+        if isStream { return channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil) }
+        guard chunked else { return channel.writeAndFlush(buffer, promise: nil) }
+        guard buffer.readableBytes > 0 else { return }
+        var frame = channel.allocator.buffer(capacity: 24)
+        frame.writeChunkSize(buffer.readableBytes)
+        channel.write(frame, promise: nil)
+        channel.write(buffer, promise: nil)
+        channel.writeAndFlush(channel.allocator.buffer(staticString: "\r\n"), promise: nil)
     }
 
     func sendEnd() {
         requestComplete = true
-        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        if isStream { return channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil) }
+        if chunked { return channel.writeAndFlush(channel.allocator.buffer(staticString: "0\r\n\r\n"), promise: nil) }
+        channel.flush()
     }
 
     /// Backpressure from a slow client: stop (or resume) reading the answer.
@@ -93,7 +132,48 @@ final class UpstreamConnection {
         channel.close(promise: nil)
     }
 
-    fileprivate func finish() {
+    /// A part of the answer arrived.
+    func received(_ part: HTTPClientResponsePart) {
+        guard let delegate else { return }
+        switch part {
+        case .head(let head):
+            // 1xx interim answers are not forwarded; the final answer follows.
+            if head.status.code < 200 && head.status.code != 101 { return }
+            responseStarted = true
+            if !head.keepsAlive { keepAlive = false }
+            delegate.upstreamHead(head)
+        case .body(let buffer):
+            delegate.upstreamBody(buffer)
+        case .end:
+            if !isStream && decoder.mustClose { keepAlive = false }
+            finish()
+            delegate.upstreamEnd()
+        }
+    }
+
+    func readComplete() { delegate?.upstreamReadComplete() }
+
+    func writabilityChanged() { delegate?.upstreamWritabilityChanged(channel.isWritable) }
+
+    /// The call in flight, if any, failed: the connection is closed.
+    func failed(_ error: UpstreamError) {
+        if let delegate {
+            self.delegate = nil
+            delegate.upstreamFailed(error, responseStarted: responseStarted)
+        }
+        channel.close(promise: nil)
+    }
+
+    /// The channel closed.
+    func closed() {
+        if !isStream { pool?.closed(self) }
+        if let delegate {
+            self.delegate = nil
+            delegate.upstreamFailed(.reset("the upstream closed the connection"), responseStarted: responseStarted)
+        }
+    }
+
+    private func finish() {
         delegate = nil
         if isStream {
             // The stream closes by itself once both sides ended; reset it if ours had not.
@@ -107,10 +187,10 @@ final class UpstreamConnection {
     }
 }
 
-/// Turns the upstream channel's response parts into delegate calls. Holds its
-/// connection strongly: the pipeline is torn down when the channel closes,
-/// which ends the cycle.
-final class UpstreamResponseHandler: ChannelInboundHandler {
+/// Turns an upstream HTTP/2 stream's answer parts into calls on its
+/// connection. Holds its connection strongly: the pipeline is torn down when
+/// the channel closes, which ends the cycle.
+final class UpstreamStreamHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
 
     let connection: UpstreamConnection
@@ -118,52 +198,30 @@ final class UpstreamResponseHandler: ChannelInboundHandler {
     init(connection: UpstreamConnection) { self.connection = connection }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard let delegate = connection.delegate else { return }
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            // 1xx interim answers are not forwarded; the final answer follows.
-            if head.status.code < 200 && head.status.code != 101 { return }
-            connection.responseStarted = true
-            if !head.isKeepAlive { connection.keepAlive = false }
-            delegate.upstreamHead(head)
-        case .body(let buffer):
-            delegate.upstreamBody(buffer)
-        case .end:
-            connection.finish()
-            delegate.upstreamEnd()
-        }
+        connection.received(unwrapInboundIn(data))
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        connection.delegate?.upstreamReadComplete()
+        connection.readComplete()
         context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        connection.delegate?.upstreamWritabilityChanged(context.channel.isWritable)
+        connection.writabilityChanged()
         context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if !connection.isStream { connection.pool?.closed(connection) }
-        if let delegate = connection.delegate {
-            connection.delegate = nil
-            delegate.upstreamFailed(.reset("the upstream closed the connection"), responseStarted: connection.responseStarted)
-        }
+        connection.closed()
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if let delegate = connection.delegate {
-            connection.delegate = nil
-            // REFUSED_STREAM: the upstream did not process the request (RFC 9113 section 8.7).
-            let failure: UpstreamError = if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream {
-                .refusedStream("upstream \(connection.upstream) refused the stream")
-            } else {
-                .reset("\(error)")
-            }
-            delegate.upstreamFailed(failure, responseStarted: connection.responseStarted)
+        // REFUSED_STREAM: the upstream did not process the request (RFC 9113 section 8.7).
+        if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream {
+            connection.failed(.refusedStream("upstream \(connection.upstream) refused the stream"))
+        } else {
+            connection.failed(.reset("\(error)"))
         }
-        context.close(promise: nil)
     }
 }

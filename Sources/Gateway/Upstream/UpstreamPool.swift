@@ -73,11 +73,11 @@ final class UpstreamPool {
                 stream.eventLoop.makeCompletedFuture {
                     let connection = UpstreamConnection(channel: stream, upstream: name, isStream: true)
                     try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: url.isTLS ? .https : .http))
-                    try stream.pipeline.syncOperations.addHandler(UpstreamResponseHandler(connection: connection))
+                    try stream.pipeline.syncOperations.addHandler(UpstreamStreamHandler(connection: connection))
                 }
             }
         }.flatMapThrowing { stream in
-            try stream.pipeline.syncOperations.handler(type: UpstreamResponseHandler.self).connection
+            try stream.pipeline.syncOperations.handler(type: UpstreamStreamHandler.self).connection
         }.flatMapErrorThrowing { error in
             throw error as? UpstreamError ?? UpstreamError.refusedStream("\(url.authority): \(error)")
         }
@@ -129,9 +129,9 @@ final class UpstreamPool {
 
     private func connect(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<UpstreamConnection> {
         let name = upstream.name
-        // Outbound validation off: requests are checked where they are built (config
+        // Requests are written as bytes, checked where they are built (config
         // at load, modifiers' output in ProxyHandler), not again per write.
-        return connectChannel(upstream, url: url) { pipeline in try pipeline.addHTTPClientHandlers(enableOutboundHeaderValidation: false) }
+        return connectChannel(upstream, url: url) { _ in }
             .flatMapErrorThrowing { [slot = slots[name]!] error in
                 slot.open -= 1
                 throw error
@@ -139,7 +139,7 @@ final class UpstreamPool {
             .flatMapThrowing { channel in
                 let connection = UpstreamConnection(channel: channel, upstream: name)
                 connection.pool = self
-                try channel.pipeline.syncOperations.addHandler(UpstreamResponseHandler(connection: connection))
+                try channel.pipeline.syncOperations.addHandler(HTTP1UpstreamHandler(connection: connection))
                 return connection
             }
     }

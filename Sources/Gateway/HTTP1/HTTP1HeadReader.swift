@@ -1,0 +1,185 @@
+import NIOCore
+import NIOHTTP1
+
+/// Finds and reads one message head (start line and header fields, RFC 9112
+/// sections 3-5) in a connection's received bytes. Strict where leniency
+/// lets two parsers disagree about where a message ends: field names are
+/// tokens with no space before the colon, no obsolete line folding, no
+/// control characters in values. `bareLF` accepts LF alone as a line end
+/// (RFC 9112 section 2.2 allows it; legacy upstreams send it).
+struct HTTP1HeadReader {
+    let limit: Int
+    let bareLF: Bool
+    /// Bytes already searched for the head's end: a head arriving in many
+    /// reads is scanned once, not once per read.
+    private var scanned = 0
+
+    init(limit: Int, bareLF: Bool) {
+        self.limit = limit
+        self.bareLF = bareLF
+    }
+
+    /// The length of the head at the buffer's start, blank line included,
+    /// once all of it arrived.
+    mutating func headLength(in buffer: ByteBuffer) throws(HTTP1ParseError) -> Int? {
+        let found: Int? = buffer.withUnsafeReadableBytes { bytes in
+            var i = scanned
+            while i < bytes.count {
+                if bytes[i] == .lf {
+                    if i + 1 < bytes.count, bytes[i + 1] == .lf { return i + 2 }
+                    if i + 2 < bytes.count, bytes[i + 1] == .cr, bytes[i + 2] == .lf { return i + 3 }
+                    if i + 2 >= bytes.count {
+                        // Too few bytes after this line end to tell: look again from here.
+                        scanned = i
+                        return nil
+                    }
+                }
+                i += 1
+            }
+            scanned = i
+            return nil
+        }
+        if let found {
+            scanned = 0
+            if found > limit { throw .headTooLarge(limit: limit) }
+            return found
+        }
+        if buffer.readableBytes > limit { throw .headTooLarge(limit: limit) }
+        return nil
+    }
+
+    /// The lines of a head, each without its line ending.
+    struct Lines {
+        let bytes: UnsafeRawBufferPointer
+        let bareLF: Bool
+        var position = 0
+
+        mutating func next() throws(HTTP1ParseError) -> Range<Int>? {
+            guard position < bytes.count else { return nil }
+            var end = position
+            while bytes[end] != .lf { end += 1 }
+            let start = position
+            position = end + 1
+            if end > start, bytes[end - 1] == .cr { return start..<(end - 1) }
+            if !bareLF { throw .malformed("a line ends in LF without CR") }
+            return start..<end
+        }
+    }
+
+    /// A request line: method, origin-form or other target, version.
+    static func requestLine(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>) throws(HTTP1ParseError) -> (HTTPMethod, String, HTTPVersion) {
+        var i = line.lowerBound
+        while i < line.upperBound, bytes[i].isTokenChar { i += 1 }
+        guard i > line.lowerBound, i < line.upperBound, bytes[i] == .space else {
+            throw .malformed("the request line does not start with a method and a space")
+        }
+        let method = HTTPMethod(bytes[line.lowerBound..<i])
+        i += 1
+        let targetStart = i
+        while i < line.upperBound, bytes[i] > .space, bytes[i] < 0x7F { i += 1 }
+        guard i > targetStart, i < line.upperBound, bytes[i] == .space else {
+            throw .malformed("the request target is missing or holds a byte outside visible ASCII")
+        }
+        let target = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[targetStart..<i]), as: UTF8.self)
+        let version = try Self.version(bytes, (i + 1)..<line.upperBound)
+        return (method, target, version)
+    }
+
+    /// A status line: version, status code; the reason phrase is not kept
+    /// (answers carry the code's standard one, as HTTP/2 carries none).
+    static func statusLine(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>) throws(HTTP1ParseError) -> (HTTPVersion, Int) {
+        guard line.count >= 12, bytes[line.lowerBound + 8] == .space else { throw .malformed("the status line is not HTTP/x.y and a code") }
+        let version = try Self.version(bytes, line.lowerBound..<(line.lowerBound + 8))
+        var code = 0
+        for i in (line.lowerBound + 9)..<(line.lowerBound + 12) {
+            guard bytes[i].isDigit else { throw .malformed("the status code is not three digits") }
+            code = code * 10 + Int(bytes[i] - .zero)
+        }
+        guard code >= 100, line.count == 12 || bytes[line.lowerBound + 12] == .space else {
+            throw .malformed("the status code is not three digits")
+        }
+        return (version, code)
+    }
+
+    /// "HTTP/" DIGIT "." DIGIT, major version 1.
+    static func version(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) throws(HTTP1ParseError) -> HTTPVersion {
+        let s = range.lowerBound
+        guard range.count == 8, bytes[s] == UInt8(ascii: "H"), bytes[s + 1] == UInt8(ascii: "T"), bytes[s + 2] == UInt8(ascii: "T"),
+            bytes[s + 3] == UInt8(ascii: "P"), bytes[s + 4] == UInt8(ascii: "/"), bytes[s + 5].isDigit,
+            bytes[s + 6] == UInt8(ascii: "."), bytes[s + 7].isDigit
+        else { throw .malformed("the protocol version is not HTTP/x.y") }
+        let major = Int(bytes[s + 5] - .zero), minor = Int(bytes[s + 7] - .zero)
+        guard major == 1 else { throw .unsupportedVersion("HTTP/\(major).\(minor)") }
+        return HTTPVersion(major: major, minor: minor)
+    }
+
+    /// One header field line: `name: value`, optional whitespace around the value.
+    static func field(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>, into headers: inout HTTPHeaders) throws(HTTP1ParseError) {
+        var i = line.lowerBound
+        while i < line.upperBound, bytes[i].isTokenChar { i += 1 }
+        guard i < line.upperBound, bytes[i] == .colon else {
+            if i == line.lowerBound, bytes[i] == .space || bytes[i] == .tab {
+                throw .malformed("a header line is folded (obsolete line folding)")
+            }
+            throw .malformed("a header field name is not a token followed by a colon")
+        }
+        guard i > line.lowerBound else { throw .malformed("a header field has no name") }
+        let name = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[line.lowerBound..<i]), as: UTF8.self)
+        i += 1
+        while i < line.upperBound, bytes[i] == .space || bytes[i] == .tab { i += 1 }
+        var end = line.upperBound
+        while end > i, bytes[end - 1] == .space || bytes[end - 1] == .tab { end -= 1 }
+        var ascii = true
+        for j in i..<end {
+            let byte = bytes[j]
+            if byte >= 0x80 {
+                ascii = false
+            } else if byte < .space && byte != .tab || byte == 0x7F {
+                throw .malformed("header field \(name) holds a control character")
+            }
+        }
+        let raw = UnsafeRawBufferPointer(rebasing: bytes[i..<end])
+        if ascii {
+            headers.add(name: name, value: String(decoding: raw, as: UTF8.self))
+        } else if let value = String(validating: raw, as: UTF8.self) {
+            headers.add(name: name, value: value)
+        } else {
+            // Repairing it would change the bytes on their way upstream.
+            throw .malformed("header field \(name) is not valid UTF-8")
+        }
+    }
+}
+
+extension HTTPMethod {
+    /// The common methods without building a string first.
+    init(_ bytes: Slice<UnsafeRawBufferPointer>) {
+        switch bytes.count {
+        case 3 where bytes.elementsEqual("GET".utf8): self = .GET
+        case 4 where bytes.elementsEqual("POST".utf8): self = .POST
+        default: self.init(rawValue: String(decoding: UnsafeRawBufferPointer(rebasing: bytes), as: UTF8.self))
+        }
+    }
+}
+
+extension UInt8 {
+    static let lf = UInt8(ascii: "\n")
+    static let cr = UInt8(ascii: "\r")
+    static let space = UInt8(ascii: " ")
+    static let tab = UInt8(ascii: "\t")
+    static let colon = UInt8(ascii: ":")
+    static let zero = UInt8(ascii: "0")
+
+    var isDigit: Bool { self >= .zero && self <= UInt8(ascii: "9") }
+
+    /// tchar (RFC 9110 section 5.6.2).
+    var isTokenChar: Bool {
+        switch self {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            true
+        default: false
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import NIOCore
+import NIOHTTP1
+import Rewriter
+
+/// Turns a client connection's bytes into request parts, one request at a
+/// time: the caller asks for the next part only when it can take it, so
+/// pipelined requests wait as unread bytes. Framing is strict (RFC 9112
+/// section 6): a request with both Content-Length and Transfer-Encoding,
+/// differing lengths, or a coding other than chunked is refused, never
+/// guessed at — nothing after such a request can be trusted.
+struct HTTP1RequestDecoder {
+    private var head: HTTP1HeadReader
+    private var body: HTTP1BodyReader?
+
+    init(maxHeadBytes: Int) { head = HTTP1HeadReader(limit: maxHeadBytes, bareLF: false) }
+
+    /// Between requests: no part of one has been read.
+    var isIdle: Bool { body == nil }
+
+    mutating func next(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> HTTPServerRequestPart? {
+        if var reader = body {
+            body = nil
+            let step = try reader.next(&buffer)
+            switch step {
+            case .body(let part):
+                body = reader
+                return .body(part)
+            case .end:
+                return .end(nil)
+            case nil:
+                body = reader
+                return nil
+            }
+        }
+        // RFC 9112 section 2.2: blank lines before a request line are ignored.
+        while let byte = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), byte == .cr || byte == .lf {
+            if byte == .cr {
+                guard let next = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self) else { return nil }
+                guard next == .lf else { throw .malformed("a line ends in CR without LF") }
+                buffer.moveReaderIndex(forwardBy: 2)
+            } else {
+                throw .malformed("a line ends in LF without CR")
+            }
+        }
+        guard let length = try head.headLength(in: buffer) else { return nil }
+        let (requestHead, framing) = try buffer.withUnsafeReadableBytes { bytes throws(HTTP1ParseError) in
+            try Self.parse(UnsafeRawBufferPointer(rebasing: bytes[0..<length]))
+        }
+        buffer.moveReaderIndex(forwardBy: length)
+        body = HTTP1BodyReader(framing)
+        return .head(requestHead)
+    }
+
+    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (HTTPRequestHead, HTTP1BodyReader.Framing) {
+        var lines = HTTP1HeadReader.Lines(bytes: bytes, bareLF: false)
+        guard let first = try lines.next() else { throw .malformed("no request line") }
+        let (method, target, version) = try HTTP1HeadReader.requestLine(bytes, first)
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(16)
+        while let line = try lines.next(), !line.isEmpty {
+            try HTTP1HeadReader.field(bytes, line, into: &headers)
+        }
+        let framing = try Self.framing(headers, version: version)
+        return (HTTPRequestHead(version: version, method: method, uri: target, headers: headers), framing)
+    }
+
+    /// RFC 9112 section 6.3 for requests, refusing what a lenient parser
+    /// would have to guess at.
+    static func framing(_ headers: HTTPHeaders, version: HTTPVersion) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
+        let length = try contentLength(headers)
+        guard headers.contains(name: "Transfer-Encoding") else { return .length(length ?? 0) }
+        guard length == nil else { throw .malformed("the request has both Content-Length and Transfer-Encoding") }
+        guard version.minor >= 1 else { throw .malformed("Transfer-Encoding in an HTTP/1.0 request") }
+        let codings = headers[canonicalForm: "Transfer-Encoding"]
+        for coding in codings where !coding.utf8.elementsEqual("chunked".utf8, by: { $0 | 0x20 == $1 }) {
+            throw .unsupportedTransferCoding(String(coding))
+        }
+        guard codings.count == 1 else { throw .malformed("the request is chunked more than once") }
+        return .chunked
+    }
+
+    /// Content-Length, when present: digits only, every copy the same.
+    static func contentLength(_ headers: HTTPHeaders) throws(HTTP1ParseError) -> Int? {
+        var length: Int?
+        for (name, value) in headers where HeaderList.equalNames(name, "Content-Length") {
+            for item in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+                let digits = item.drop { $0 == .space || $0 == .tab }.reversed().drop { $0 == .space || $0 == .tab }
+                guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(\.isDigit) else {
+                    throw .malformed("Content-Length is not a number")
+                }
+                let parsed = digits.reversed().reduce(0) { $0 * 10 + Int($1 - .zero) }
+                guard length == nil || length == parsed else { throw .malformed("the Content-Length values differ") }
+                length = parsed
+            }
+        }
+        return length
+    }
+}

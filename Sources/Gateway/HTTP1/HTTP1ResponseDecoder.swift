@@ -1,0 +1,92 @@
+import NIOCore
+import NIOHTTP1
+
+/// Turns an upstream connection's bytes into answer parts for the request
+/// sent last (`expect` says which: an answer to HEAD has no body). Lenient
+/// only where no ambiguity follows: LF line ends, a body read until close;
+/// an answer framed both ways is read by Transfer-Encoding and its
+/// connection not reused (`mustClose`), as RFC 9112 section 6.3 says.
+struct HTTP1ResponseDecoder {
+    private var head: HTTP1HeadReader
+    private var body: HTTP1BodyReader?
+    private var requestIsHEAD = false
+    /// The answer's framing leaves the connection unusable for another request.
+    private(set) var mustClose = false
+
+    init(maxHeadBytes: Int) { head = HTTP1HeadReader(limit: maxHeadBytes, bareLF: true) }
+
+    /// A request went out: its answer comes next.
+    mutating func expect(method: HTTPMethod) {
+        requestIsHEAD = method == .HEAD
+        mustClose = false
+    }
+
+    /// Between answers: no part of one has been read.
+    var isIdle: Bool { body == nil }
+
+    mutating func next(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> HTTPClientResponsePart? {
+        if var reader = body {
+            body = nil
+            switch try reader.next(&buffer) {
+            case .body(let part):
+                body = reader
+                return .body(part)
+            case .end:
+                return .end(nil)
+            case nil:
+                body = reader
+                return nil
+            }
+        }
+        guard let length = try head.headLength(in: buffer) else { return nil }
+        let responseHead = try buffer.withUnsafeReadableBytes { bytes throws(HTTP1ParseError) in
+            try Self.parse(UnsafeRawBufferPointer(rebasing: bytes[0..<length]))
+        }
+        buffer.moveReaderIndex(forwardBy: length)
+        let code = responseHead.status.code
+        // An interim answer (1xx but 101): the final one follows, its own head and body.
+        if code < 200 && code != 101 { return .head(responseHead) }
+        if code == 101 || code == 204 || code == 304 || requestIsHEAD {
+            // 101: the connection would become a tunnel, which is not forwarded.
+            if code == 101 { mustClose = true }
+            body = HTTP1BodyReader(.length(0))
+        } else {
+            body = HTTP1BodyReader(try framing(responseHead.headers))
+        }
+        return .head(responseHead)
+    }
+
+    /// The upstream closed the connection: the end of an answer read until
+    /// close, or an answer cut short (thrown).
+    mutating func inputClosed() throws(HTTP1ParseError) -> HTTPClientResponsePart? {
+        guard var reader = body else { return nil }
+        body = nil
+        return try reader.inputClosed().map { _ in .end(nil) }
+    }
+
+    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> HTTPResponseHead {
+        var lines = HTTP1HeadReader.Lines(bytes: bytes, bareLF: true)
+        guard let first = try lines.next() else { throw .malformed("no status line") }
+        let (version, code) = try HTTP1HeadReader.statusLine(bytes, first)
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(16)
+        while let line = try lines.next(), !line.isEmpty {
+            try HTTP1HeadReader.field(bytes, line, into: &headers)
+        }
+        return HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), headers: headers)
+    }
+
+    private mutating func framing(_ headers: HTTPHeaders) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
+        let length = try HTTP1RequestDecoder.contentLength(headers)
+        guard headers.contains(name: "Transfer-Encoding") else {
+            if let length { return .length(length) }
+            mustClose = true
+            return .untilClose
+        }
+        if length != nil { mustClose = true }
+        let last = headers[canonicalForm: "Transfer-Encoding"].last
+        if let last, last.utf8.elementsEqual("chunked".utf8, by: { $0 | 0x20 == $1 }) { return .chunked }
+        mustClose = true
+        return .untilClose
+    }
+}

@@ -1,0 +1,275 @@
+import NIOCore
+import NIOHTTP1
+import Rewriter
+
+/// An HTTP/1.1 client connection: reads requests from its bytes and writes
+/// answers as bytes, with the call logic in a ProxyHandler — no codec
+/// handlers and no pipeline hop per request part. A pipelined request is
+/// read only once the answer before it has ended; until then its bytes wait
+/// here (and reading pauses once `maxWaitingBytes` wait).
+final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let slot: ListenerSlot
+    private var context: ChannelHandlerContext?
+    private var proxy: ProxyHandler?
+    private var decoder: HTTP1RequestDecoder
+    private var received = ByteBuffer()
+    private var parsing = false
+    /// A malformed request was read: nothing after it is.
+    private var failed = false
+    /// What the call asked for (backpressure) and whether waiting bytes say stop.
+    private var proxyWantsReading = true
+    private var tooMuchWaiting = false
+    private var reading = true
+
+    /// The answer being written: how its body is framed, and the bytes not
+    /// yet handed to the channel (a small answer goes out as one write).
+    private var framing = AnswerFraming.none
+    private var out: ByteBuffer?
+    private var requestIsHEAD = false
+    private var requestIsHTTP10 = false
+
+    enum AnswerFraming {
+        case none
+        case length
+        case chunked
+        /// HTTP/1.0 without a length: the body ends when the connection closes.
+        case untilClose
+    }
+
+    static let maxWaitingBytes = 64 * 1024
+    /// Body parts up to this size are copied into the answer's own buffer.
+    static let copyLimit = 4096
+
+    let eventLoop: EventLoop
+    let allocator: ByteBufferAllocator
+
+    init(slot: ListenerSlot, channel: Channel) {
+        self.slot = slot
+        eventLoop = channel.eventLoop
+        allocator = channel.allocator
+        decoder = HTTP1RequestDecoder(maxHeadBytes: slot.context.config.limits.maxHeaderBytes + 8192)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        let proxy = ProxyHandler(slot: slot, isStream: false, client: self)
+        self.proxy = proxy
+        // Added once the protocol is known, the channel is usually active already.
+        if context.channel.isActive { proxy.started() }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        proxy?.detach()
+        proxy = nil
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        proxy?.started()
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !failed else { return }
+        received.cumulate(unwrapInboundIn(data))
+        parse()
+    }
+
+    /// Hands request parts to the call while it takes them.
+    private func parse() {
+        guard !parsing, !failed else { return }
+        parsing = true
+        defer { parsing = false }
+        while let proxy, proxy.acceptsRequestParts, !failed {
+            let part: HTTPServerRequestPart?
+            do {
+                part = try decoder.next(&received)
+            } catch {
+                failed = true
+                received = ByteBuffer()
+                proxy.malformed(Self.problem(error))
+                return
+            }
+            guard let part else { break }
+            if case .head(let head) = part {
+                requestIsHEAD = head.method == .HEAD
+                requestIsHTTP10 = head.version.minor == 0
+            }
+            proxy.process(part)
+        }
+        if received.readableBytes == 0 {
+            received = ByteBuffer()
+        } else if received.readerIndex > Self.maxWaitingBytes {
+            received.discardReadBytes()
+        }
+        let waiting = received.readableBytes >= Self.maxWaitingBytes
+        if waiting != tooMuchWaiting {
+            tooMuchWaiting = waiting
+            updateReading()
+        }
+    }
+
+    static func problem(_ error: HTTP1ParseError) -> Problem {
+        switch error {
+        case .headTooLarge:
+            return .headersTooLarge("the request head exceeds what the gateway reads (\(error))")
+        case .unsupportedTransferCoding:
+            return Problem(status: 501, code: "transfer-coding-unsupported", title: "Transfer coding not supported",
+                           detail: "\(error); the connection is closed")
+        case .unsupportedVersion:
+            return Problem(status: 505, code: "version-unsupported", title: "HTTP version not supported", detail: "\(error)")
+        case .malformed:
+            return Problem(status: 400, code: "malformed-request", title: "Malformed request",
+                           detail: "the request is not valid HTTP/1.1: \(error); the connection is closed")
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { proxy?.clientBecameWritable() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        proxy?.abandonCall()
+        context.fireChannelInactive()
+    }
+
+    /// Graceful stop (drain): an idle connection closes now; one with a call
+    /// in flight answers it with `Connection: close`, then closes.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        if proxy?.quiesce() == true { context.close(promise: nil) }
+    }
+
+    // MARK: ClientSide
+
+    var isWritable: Bool { context?.channel.isWritable ?? false }
+    var isActive: Bool { context?.channel.isActive ?? false }
+    lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"
+
+    func write(_ part: HTTPServerResponsePart) {
+        switch part {
+        case .head(let head):
+            writeHead(head)
+        case .body(.byteBuffer(let buffer)):
+            writeBody(buffer)
+        case .body(.fileRegion):
+            preconditionFailure("answers carry no file regions")
+        case .end:
+            end(close: false)
+        }
+    }
+
+    private func writeHead(_ head: HTTPResponseHead) {
+        var buffer = outBuffer()
+        buffer.writeStatusLine(head.status)
+        var hasLength = false, hasConnection = false
+        for (name, value) in head.headers {
+            buffer.writeField(name, value)
+            if HeaderList.equalNames(name, "Content-Length") { hasLength = true }
+            if HeaderList.equalNames(name, "Connection") { hasConnection = true }
+        }
+        let code = head.status.code
+        if code < 200 {
+            // Interim (100 Continue): the real answer follows.
+        } else if requestIsHEAD || code == 204 || code == 304 {
+            framing = .none
+        } else if hasLength {
+            framing = .length
+        } else if requestIsHTTP10 {
+            framing = .untilClose
+            if !hasConnection { buffer.writeStaticString("Connection: close\r\n") }
+        } else {
+            framing = .chunked
+            buffer.writeStaticString("Transfer-Encoding: chunked\r\n")
+        }
+        buffer.writeStaticString("\r\n")
+        out = buffer
+    }
+
+    private func writeBody(_ part: ByteBuffer) {
+        let size = part.readableBytes
+        guard size > 0 else { return }
+        switch framing {
+        case .none:
+            return
+        case .chunked:
+            var buffer = outBuffer()
+            buffer.writeChunkSize(size)
+            out = buffer
+            append(part)
+            out!.writeStaticString("\r\n")
+        case .length, .untilClose:
+            append(part)
+        }
+    }
+
+    /// A small part is copied behind what is waiting; a large one goes as it is.
+    private func append(_ part: ByteBuffer) {
+        if part.readableBytes <= Self.copyLimit {
+            var buffer = outBuffer()
+            var part = part
+            buffer.writeBuffer(&part)
+            out = buffer
+        } else {
+            writeOut()
+            context?.write(wrapOutboundOut(part), promise: nil)
+            out = outBuffer()
+        }
+    }
+
+    private func outBuffer() -> ByteBuffer {
+        if let out {
+            self.out = nil
+            return out
+        }
+        return allocator.buffer(capacity: 512)
+    }
+
+    private func writeOut() {
+        guard let buffer = out else { return }
+        out = nil
+        if buffer.readableBytes > 0 { context?.write(wrapOutboundOut(buffer), promise: nil) }
+    }
+
+    func flush() {
+        writeOut()
+        context?.flush()
+    }
+
+    func end(close: Bool) {
+        guard let context else { return }
+        if framing == .chunked { out = outBuffer(); out!.writeStaticString("0\r\n\r\n") }
+        let close = close || framing == .untilClose
+        framing = .none
+        guard close else {
+            flush()
+            // The next pipelined request, if it is waiting.
+            return parse()
+        }
+        let last = out ?? ByteBuffer()
+        out = nil
+        // Closed once the last bytes are written, not before.
+        context.writeAndFlush(wrapOutboundOut(last)).whenComplete { [context] _ in context.close(promise: nil) }
+    }
+
+    func close() {
+        out = nil
+        context?.close(promise: nil)
+    }
+
+    func setReading(_ on: Bool) {
+        proxyWantsReading = on
+        updateReading()
+    }
+
+    private func updateReading() {
+        let on = proxyWantsReading && !tooMuchWaiting
+        guard reading != on, let context else { return }
+        reading = on
+        context.channel.setOption(ChannelOptions.autoRead, value: on).whenComplete { _ in }
+    }
+}

@@ -1,0 +1,181 @@
+import NIOCore
+import NIOHTTP1
+import Testing
+@testable import Gateway
+
+/// The HTTP/1.1 request and answer readers, fed each message whole, byte by
+/// byte and split at every position: the parts must not depend on how the
+/// bytes arrived, and everything RFC 9112 lets a reader refuse is refused.
+@Suite struct HTTP1DecoderTests {
+    /// Parts as text: "GET /a HTTP/1.1 [Host: x]", "body:hello" (consecutive
+    /// body parts joined), "end".
+    static func requestParts(_ chunks: [[UInt8]], maxHeadBytes: Int = 4096) throws(HTTP1ParseError) -> [String] {
+        var decoder = HTTP1RequestDecoder(maxHeadBytes: maxHeadBytes)
+        var buffer = ByteBuffer()
+        var parts: [String] = []
+        for chunk in chunks {
+            buffer.cumulate(ByteBuffer(bytes: chunk))
+            while let part = try decoder.next(&buffer) {
+                switch part {
+                case .head(let head):
+                    let fields = head.headers.map { "\($0.name): \($0.value)" }.joined(separator: ", ")
+                    parts.append("\(head.method.rawValue) \(head.uri) HTTP/\(head.version.major).\(head.version.minor) [\(fields)]")
+                case .body(let body):
+                    append(body, to: &parts)
+                case .end:
+                    parts.append("end")
+                }
+            }
+        }
+        return parts
+    }
+
+    static func append(_ body: ByteBuffer, to parts: inout [String]) {
+        let text = String(buffer: body)
+        if let last = parts.last, last.hasPrefix("body:") {
+            parts[parts.count - 1] = last + text
+        } else {
+            parts.append("body:" + text)
+        }
+    }
+
+    /// The same bytes whole, byte by byte and split in two at every position.
+    static func splits(_ text: String) -> [[[UInt8]]] {
+        let bytes = Array(text.utf8)
+        var all: [[[UInt8]]] = [[bytes], bytes.map { [$0] }]
+        for cut in 1..<bytes.count { all.append([Array(bytes[..<cut]), Array(bytes[cut...])]) }
+        return all
+    }
+
+    static let valid: [(String, [String])] = [
+        ("GET /a?b=c HTTP/1.1\r\nHost: x\r\nX-Empty:\r\nX-Space:  v  w \t\r\n\r\n",
+         ["GET /a?b=c HTTP/1.1 [Host: x, X-Empty: , X-Space: v  w]", "end"]),
+        ("\r\n\r\nGET / HTTP/1.0\r\n\r\n", ["GET / HTTP/1.0 []", "end"]),
+        ("POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", ["POST /p HTTP/1.1 [Content-Length: 5]", "body:hello", "end"]),
+        ("PUT /p HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\nabc", ["PUT /p HTTP/1.1 [Content-Length: 3, 3]", "body:abc", "end"]),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;name=\"v\"\r\nhello\r\n6 ; x\r\n world\r\nA\r\n0123456789\r\n0\r\nTrailer: t\r\n\r\n",
+         ["POST / HTTP/1.1 [Transfer-Encoding: chunked]", "body:hello world0123456789", "end"]),
+        ("GET /1 HTTP/1.1\r\n\r\nDELETE /2 HTTP/1.1\r\nContent-Length: 2\r\n\r\nokGET /3 HTTP/1.1\r\n\r\n",
+         ["GET /1 HTTP/1.1 []", "end", "DELETE /2 HTTP/1.1 [Content-Length: 2]", "body:ok", "end", "GET /3 HTTP/1.1 []", "end"]),
+        ("GET / HTTP/1.1\r\nX-Name: Zo\u{00EB} \u{2713}\r\n\r\n", ["GET / HTTP/1.1 [X-Name: Zo\u{00EB} \u{2713}]", "end"]),
+        ("M-SEARCH * HTTP/1.1\r\n\r\n", ["M-SEARCH * HTTP/1.1 []", "end"]),
+    ]
+
+    @Test(arguments: valid)
+    func readsRequestsHoweverTheBytesArrive(_ input: String, _ expected: [String]) throws {
+        for chunks in Self.splits(input) {
+            #expect(try Self.requestParts(chunks) == expected)
+        }
+    }
+
+    static let refused: [(String, HTTP1ParseError)] = [
+        ("GET / HTTP/1.1\r\nHost : x\r\n\r\n", .malformed("a header field name is not a token followed by a colon")),
+        ("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", .malformed("a header line is folded (obsolete line folding)")),
+        ("GET / HTTP/1.1\nHost: x\n\n", .malformed("a line ends in LF without CR")),
+        ("GET / HTTP/1.1\r\n: x\r\n\r\n", .malformed("a header field has no name")),
+        ("GET / HTTP/1.1\r\nX: a\u{1}b\r\n\r\n", .malformed("header field X holds a control character")),
+        ("GET / HTTP/1.1\r\nX: a\rb\r\n\r\n", .malformed("header field X holds a control character")),
+        ("GET /a b HTTP/1.1\r\n\r\n", .malformed("the protocol version is not HTTP/x.y")),
+        ("GET /a\u{7F} HTTP/1.1\r\n\r\n", .malformed("the request target is missing or holds a byte outside visible ASCII")),
+        ("GET /\u{00E9} HTTP/1.1\r\n\r\n", .malformed("the request target is missing or holds a byte outside visible ASCII")),
+        ("G(T / HTTP/1.1\r\n\r\n", .malformed("the request line does not start with a method and a space")),
+        ("GET / HTTP/1.1x\r\n\r\n", .malformed("the protocol version is not HTTP/x.y")),
+        ("GET / HTTP/2.0\r\n\r\n", .unsupportedVersion("HTTP/2.0")),
+        ("POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+         .malformed("the request has both Content-Length and Transfer-Encoding")),
+        ("POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", .malformed("the Content-Length values differ")),
+        ("POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc", .malformed("Content-Length is not a number")),
+        ("POST / HTTP/1.1\r\nContent-Length: 0x3\r\n\r\nabc", .malformed("Content-Length is not a number")),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", .unsupportedTransferCoding("gzip")),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", .malformed("the request is chunked more than once")),
+        ("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", .malformed("Transfer-Encoding in an HTTP/1.0 request")),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", .malformed("a chunk size is not a hexadecimal number")),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1000000000000000\r\n", .malformed("a chunk size is too large")),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloX\r\n0\r\n\r\n", .malformed("chunk data is longer than its size")),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", .malformed("a chunk size line does not end in CRLF")),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5 5\r\nhello\r\n", .malformed("a chunk size is not a hexadecimal number")),
+        ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;a\u{0}\r\nhello\r\n", .malformed("a chunk extension holds a control character")),
+    ]
+
+    @Test(arguments: refused)
+    func refusesWhatCouldBeReadTwoWays(_ input: String, _ error: HTTP1ParseError) {
+        for chunks in Self.splits(input) {
+            #expect(throws: error) { try Self.requestParts(chunks) }
+        }
+    }
+
+    @Test func refusesBytesThatAreNotUTF8AndHeadsOverTheLimit() {
+        let latin1 = Array("GET / HTTP/1.1\r\nX: caf".utf8) + [0xE9] + Array("\r\n\r\n".utf8)
+        #expect(throws: HTTP1ParseError.malformed("header field X is not valid UTF-8")) { try Self.requestParts([latin1]) }
+        let big = "GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: 200) + "\r\n\r\n"
+        #expect(throws: HTTP1ParseError.headTooLarge(limit: 100)) { try Self.requestParts([Array(big.utf8)], maxHeadBytes: 100) }
+        // Never ending: refused as soon as the limit is passed, not when the head ends.
+        let endless = Array(repeating: Array("X: y\r\n".utf8), count: 30).flatMap { $0 }
+        #expect(throws: HTTP1ParseError.headTooLarge(limit: 100)) {
+            try Self.requestParts([Array("GET / HTTP/1.1\r\n".utf8)] + [endless], maxHeadBytes: 100)
+        }
+    }
+
+    /// Answers, for a request of `method`; `closed`: the upstream closes after the bytes.
+    static func answerParts(_ chunks: [[UInt8]], method: HTTPMethod = .GET, closed: Bool = false) throws(HTTP1ParseError) -> (parts: [String], mustClose: Bool) {
+        var decoder = HTTP1ResponseDecoder(maxHeadBytes: 4096)
+        decoder.expect(method: method)
+        var buffer = ByteBuffer()
+        var parts: [String] = []
+        func add(_ part: HTTPClientResponsePart) {
+            switch part {
+            case .head(let head):
+                let fields = head.headers.map { "\($0.name): \($0.value)" }.joined(separator: ", ")
+                parts.append("\(head.status.code) [\(fields)]")
+            case .body(let body):
+                append(body, to: &parts)
+            case .end:
+                parts.append("end")
+            }
+        }
+        for chunk in chunks {
+            buffer.cumulate(ByteBuffer(bytes: chunk))
+            while let part = try decoder.next(&buffer) { add(part) }
+        }
+        if closed, let part = try decoder.inputClosed() { add(part) }
+        return (parts, decoder.mustClose)
+    }
+
+    static let answers: [(String, HTTPMethod, Bool, [String], Bool)] = [
+        ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", .GET, false, ["200 [Content-Length: 5]", "body:hello", "end"], false),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n", .GET, false,
+         ["200 [Transfer-Encoding: chunked]", "body:hello", "end"], false),
+        ("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close", .GET, true,
+         ["200 [Content-Type: text/plain]", "body:until close", "end"], true),
+        ("HTTP/1.1 200 OK\nContent-Length: 2\n\nok", .GET, false, ["200 [Content-Length: 2]", "body:ok", "end"], false),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", .HEAD, false, ["200 [Content-Length: 5]", "end"], false),
+        ("HTTP/1.1 204\r\n\r\n", .DELETE, false, ["204 []", "end"], false),
+        ("HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", .GET, false, ["304 [Content-Length: 9]", "end"], false),
+        ("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nx", .POST, false,
+         ["100 []", "201 [Content-Length: 1]", "body:x", "end"], false),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n", .GET, false,
+         ["200 [Content-Length: 3, Transfer-Encoding: chunked]", "body:ab", "end"], true),
+    ]
+
+    @Test(arguments: answers)
+    func readsAnswersHoweverTheBytesArrive(_ input: String, _ method: HTTPMethod, _ closed: Bool, _ expected: [String], _ mustClose: Bool) throws {
+        for chunks in Self.splits(input) {
+            let (parts, close) = try Self.answerParts(chunks, method: method, closed: closed)
+            #expect(parts == expected)
+            #expect(close == mustClose)
+        }
+    }
+
+    @Test func refusesBrokenAnswers() {
+        #expect(throws: HTTP1ParseError.malformed("the status code is not three digits")) {
+            try Self.answerParts([Array("HTTP/1.1 2000 OK\r\n\r\n".utf8)])
+        }
+        #expect(throws: HTTP1ParseError.malformed("the status line is not HTTP/x.y and a code")) {
+            try Self.answerParts([Array("ICY 200 OK\r\n\r\n".utf8)])
+        }
+        // Cut short: the connection closed before the announced length.
+        #expect(throws: HTTP1ParseError.malformed("the connection closed before the body ended")) {
+            try Self.answerParts([Array("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".utf8)], closed: true)
+        }
+    }
+}
