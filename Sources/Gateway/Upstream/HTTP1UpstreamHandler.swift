@@ -18,7 +18,7 @@ final class HTTP1UpstreamHandler: ChannelInboundHandler {
             while let part = try connection.decoder.next(&received) { connection.received(part) }
         } catch {
             received = ByteBuffer()
-            connection.failed(.reset("upstream \(connection.upstream) sent a malformed answer: \(error)"))
+            connection.failed(.reset("upstream \(connection.upstream) sent a malformed answer: \(error)"), answerArrived: true)
         }
         if received.readableBytes == 0 { received = ByteBuffer() }
     }

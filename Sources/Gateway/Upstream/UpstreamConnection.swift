@@ -156,10 +156,12 @@ final class UpstreamConnection {
     func writabilityChanged() { delegate?.upstreamWritabilityChanged(channel.isWritable) }
 
     /// The call in flight, if any, failed: the connection is closed.
-    func failed(_ error: UpstreamError) {
+    /// `answerArrived`: bytes of an answer came (a malformed one), so the
+    /// upstream saw the request and it is not replayed.
+    func failed(_ error: UpstreamError, answerArrived: Bool = false) {
         if let delegate {
             self.delegate = nil
-            delegate.upstreamFailed(error, responseStarted: responseStarted)
+            delegate.upstreamFailed(error, responseStarted: responseStarted || answerArrived)
         }
         channel.close(promise: nil)
     }
