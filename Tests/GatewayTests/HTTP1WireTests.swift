@@ -65,6 +65,13 @@ import Testing
             for end in ends {
                 #expect(!requests[(end + 1)...].contains { $0.connection == requests[end].connection })
             }
+
+            // HTTP/1.0 keeps the connection only when asked, and is told so.
+            let kept = try rawExchange(port: gateway.port, Array(
+                "GET /plain HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /plain HTTP/1.0\r\n\r\n".utf8))
+            let answers = kept.components(separatedBy: "HTTP/1.1 200 OK\r\n")
+            #expect(answers.count == 3 && answers[1].contains("Connection: keep-alive\r\n") && answers[1].hasSuffix("\r\n\r\nok"))
+            #expect(answers.count == 3 && !answers[2].contains("Connection: keep-alive") && answers[2].hasSuffix("\r\n\r\nok"))
         }
     }
 

@@ -30,6 +30,8 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
     private var out: ByteBuffer?
     private var requestIsHEAD = false
     private var requestIsHTTP10 = false
+    /// An HTTP/1.0 client that asked to keep the connection: it is told so.
+    private var http10KeepAlive = false
 
     enum AnswerFraming {
         case none
@@ -97,6 +99,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
             if case .head(let head) = part {
                 requestIsHEAD = head.method == .HEAD
                 requestIsHTTP10 = head.version.minor == 0
+                http10KeepAlive = requestIsHTTP10 && head.keepsAlive
             }
             proxy.process(part)
         }
@@ -185,6 +188,9 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
         } else {
             framing = .chunked
             buffer.writeStaticString("Transfer-Encoding: chunked\r\n")
+        }
+        if code >= 200, http10KeepAlive, !hasConnection, framing != .untilClose {
+            buffer.writeStaticString("Connection: keep-alive\r\n")
         }
         buffer.writeStaticString("\r\n")
         out = buffer
