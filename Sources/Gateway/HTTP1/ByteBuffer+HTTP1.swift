@@ -2,36 +2,45 @@ import NIOCore
 import NIOHTTP1
 import Rewriter
 
-/// HTTP/1.1 written straight into the bytes that go on the wire.
+/// HTTP/1.1 written straight into the bytes that go on the wire. A head is
+/// measured first and copied in with one capacity check: a write per
+/// string, four per field, cost more than the copying.
 extension ByteBuffer {
     /// Request line and header fields, blank line included.
     mutating func writeRequestHead(method: String, target: String, headers: HeaderList) {
-        writeString(method)
-        writeInteger(UInt8.space)
-        writeString(target)
-        writeStaticString(" HTTP/1.1\r\n")
-        for field in headers { writeField(field.name, field.value) }
-        writeStaticString("\r\n")
+        var size = method.utf8.count + target.utf8.count + 13
+        for field in headers { size += field.name.utf8.count + field.value.utf8.count + 4 }
+        writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
+            var out = RawWriter(raw)
+            out.put(method)
+            out.put(" ")
+            out.put(target)
+            out.put(" HTTP/1.1\r\n")
+            for field in headers { out.putField(field.name, field.value) }
+            out.put("\r\n")
+            return out.at
+        }
     }
 
-    /// The status line. Always HTTP/1.1, as RFC 9110 section 6.2 says a
-    /// server sends its own version, whatever the client's.
-    mutating func writeStatusLine(_ status: HTTPResponseStatus) {
-        let code = Int(status.code)
-        writeStaticString("HTTP/1.1 ")
-        writeInteger(UInt8.zero + UInt8(code / 100 % 10))
-        writeInteger(UInt8.zero + UInt8(code / 10 % 10))
-        writeInteger(UInt8.zero + UInt8(code % 10))
-        writeInteger(UInt8.space)
-        writeString(status.reasonPhrase)
-        writeStaticString("\r\n")
-    }
-
-    mutating func writeField(_ name: String, _ value: String) {
-        writeString(name)
-        writeStaticString(": ")
-        writeString(value)
-        writeStaticString("\r\n")
+    /// The status line and `headers`, without the blank line (the caller
+    /// may add framing fields). Always HTTP/1.1, as RFC 9110 section 6.2
+    /// says a server sends its own version, whatever the client's.
+    mutating func writeStatusLine(_ status: HTTPResponseStatus, headers: HTTPHeaders) {
+        let code = Int(status.code), reason = status.reasonPhrase
+        var size = reason.utf8.count + 15
+        for (name, value) in headers { size += name.utf8.count + value.utf8.count + 4 }
+        writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
+            var out = RawWriter(raw)
+            out.put("HTTP/1.1 ")
+            out.put(UInt8.zero + UInt8(code / 100 % 10))
+            out.put(UInt8.zero + UInt8(code / 10 % 10))
+            out.put(UInt8.zero + UInt8(code % 10))
+            out.put(" ")
+            out.put(reason)
+            out.put("\r\n")
+            for (name, value) in headers { out.putField(name, value) }
+            return out.at
+        }
     }
 
     /// A chunk's size line (RFC 9112 section 7.1).
@@ -49,5 +58,40 @@ extension ByteBuffer {
             var incoming = incoming
             writeBuffer(&incoming)
         }
+    }
+}
+
+/// Copies strings into memory already sized for them.
+private struct RawWriter {
+    let raw: UnsafeMutableRawBufferPointer
+    var at = 0
+
+    init(_ raw: UnsafeMutableRawBufferPointer) { self.raw = raw }
+
+    mutating func put(_ byte: UInt8) {
+        raw[at] = byte
+        at += 1
+    }
+
+    mutating func put(_ string: StaticString) {
+        let count = string.utf8CodeUnitCount
+        (raw.baseAddress! + at).copyMemory(from: string.utf8Start, byteCount: count)
+        at += count
+    }
+
+    mutating func put(_ string: String) {
+        let copied: Void? = string.utf8.withContiguousStorageIfAvailable { bytes in
+            guard let base = bytes.baseAddress else { return }
+            (raw.baseAddress! + at).copyMemory(from: base, byteCount: bytes.count)
+            at += bytes.count
+        }
+        if copied == nil { for byte in string.utf8 { put(byte) } }
+    }
+
+    mutating func putField(_ name: String, _ value: String) {
+        put(name)
+        put(": ")
+        put(value)
+        put("\r\n")
     }
 }

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Rewriter
 
 /// Finds and reads one message head (start line and header fields, RFC 9112
 /// sections 3-5) in a connection's received bytes. Strict where leniency
@@ -113,8 +114,31 @@ struct HTTP1HeadReader {
         return HTTPVersion(major: major, minor: minor)
     }
 
+    /// Which framing fields a head holds: most hold neither, and need no second look.
+    struct FramingFields {
+        var length = false
+        var coding = false
+    }
+
+    /// The header fields up to the blank line.
+    static func fields(_ bytes: UnsafeRawBufferPointer, _ lines: inout Lines) throws(HTTP1ParseError) -> (HTTPHeaders, FramingFields) {
+        var fields: [(String, String)] = []
+        fields.reserveCapacity(16)
+        var framing = FramingFields()
+        while let line = try lines.next(), !line.isEmpty {
+            let field = try Self.field(bytes, line)
+            switch field.0.utf8.count {
+            case 14 where HeaderList.equalNames(field.0, "Content-Length"): framing.length = true
+            case 17 where HeaderList.equalNames(field.0, "Transfer-Encoding"): framing.coding = true
+            default: break
+            }
+            fields.append(field)
+        }
+        return (HTTPHeaders(fields), framing)
+    }
+
     /// One header field line: `name: value`, optional whitespace around the value.
-    static func field(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>, into headers: inout HTTPHeaders) throws(HTTP1ParseError) {
+    static func field(_ bytes: UnsafeRawBufferPointer, _ line: Range<Int>) throws(HTTP1ParseError) -> (String, String) {
         var i = line.lowerBound
         while i < line.upperBound, bytes[i].isTokenChar { i += 1 }
         guard i < line.upperBound, bytes[i] == .colon else {
@@ -139,10 +163,9 @@ struct HTTP1HeadReader {
             }
         }
         let raw = UnsafeRawBufferPointer(rebasing: bytes[i..<end])
-        if ascii {
-            headers.add(name: name, value: String(decoding: raw, as: UTF8.self))
-        } else if let value = String(validating: raw, as: UTF8.self) {
-            headers.add(name: name, value: value)
+        if ascii { return (name, String(decoding: raw, as: UTF8.self)) }
+        if let value = String(validating: raw, as: UTF8.self) {
+            return (name, value)
         } else {
             // Repairing it would change the bytes on their way upstream.
             throw .malformed("header field \(name) is not valid UTF-8")

@@ -55,20 +55,16 @@ struct HTTP1RequestDecoder {
         var lines = HTTP1HeadReader.Lines(bytes: bytes, bareLF: false)
         guard let first = try lines.next() else { throw .malformed("no request line") }
         let (method, target, version) = try HTTP1HeadReader.requestLine(bytes, first)
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(16)
-        while let line = try lines.next(), !line.isEmpty {
-            try HTTP1HeadReader.field(bytes, line, into: &headers)
-        }
-        let framing = try Self.framing(headers, version: version)
+        let (headers, fields) = try HTTP1HeadReader.fields(bytes, &lines)
+        let framing = try Self.framing(headers, fields, version: version)
         return (HTTPRequestHead(version: version, method: method, uri: target, headers: headers), framing)
     }
 
     /// RFC 9112 section 6.3 for requests, refusing what a lenient parser
     /// would have to guess at.
-    static func framing(_ headers: HTTPHeaders, version: HTTPVersion) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
-        let length = try contentLength(headers)
-        guard headers.contains(name: "Transfer-Encoding") else { return .length(length ?? 0) }
+    static func framing(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.FramingFields, version: HTTPVersion) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
+        let length = fields.length ? try contentLength(headers) : nil
+        guard fields.coding else { return .length(length ?? 0) }
         guard length == nil else { throw .malformed("the request has both Content-Length and Transfer-Encoding") }
         guard version.minor >= 1 else { throw .malformed("Transfer-Encoding in an HTTP/1.0 request") }
         let codings = headers[canonicalForm: "Transfer-Encoding"]

@@ -39,7 +39,7 @@ struct HTTP1ResponseDecoder {
             }
         }
         guard let length = try head.headLength(in: buffer) else { return nil }
-        let responseHead = try buffer.withUnsafeReadableBytes { bytes throws(HTTP1ParseError) in
+        let (responseHead, fields) = try buffer.withUnsafeReadableBytes { bytes throws(HTTP1ParseError) in
             try Self.parse(UnsafeRawBufferPointer(rebasing: bytes[0..<length]))
         }
         buffer.moveReaderIndex(forwardBy: length)
@@ -51,7 +51,7 @@ struct HTTP1ResponseDecoder {
             if code == 101 { mustClose = true }
             body = HTTP1BodyReader(.length(0))
         } else {
-            body = HTTP1BodyReader(try framing(responseHead.headers))
+            body = HTTP1BodyReader(try framing(responseHead.headers, fields))
         }
         return .head(responseHead)
     }
@@ -64,21 +64,17 @@ struct HTTP1ResponseDecoder {
         return try reader.inputClosed().map { _ in .end(nil) }
     }
 
-    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> HTTPResponseHead {
+    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (HTTPResponseHead, HTTP1HeadReader.FramingFields) {
         var lines = HTTP1HeadReader.Lines(bytes: bytes, bareLF: true)
         guard let first = try lines.next() else { throw .malformed("no status line") }
         let (version, code) = try HTTP1HeadReader.statusLine(bytes, first)
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(16)
-        while let line = try lines.next(), !line.isEmpty {
-            try HTTP1HeadReader.field(bytes, line, into: &headers)
-        }
-        return HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), headers: headers)
+        let (headers, fields) = try HTTP1HeadReader.fields(bytes, &lines)
+        return (HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), headers: headers), fields)
     }
 
-    private mutating func framing(_ headers: HTTPHeaders) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
-        let length = try HTTP1RequestDecoder.contentLength(headers)
-        guard headers.contains(name: "Transfer-Encoding") else {
+    private mutating func framing(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.FramingFields) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
+        let length = fields.length ? try HTTP1RequestDecoder.contentLength(headers) : nil
+        guard fields.coding else {
             if let length { return .length(length) }
             mustClose = true
             return .untilClose

@@ -168,10 +168,9 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
 
     private func writeHead(_ head: HTTPResponseHead) {
         var buffer = outBuffer()
-        buffer.writeStatusLine(head.status)
+        buffer.writeStatusLine(head.status, headers: head.headers)
         var hasLength = false, hasConnection = false
-        for (name, value) in head.headers {
-            buffer.writeField(name, value)
+        for (name, _) in head.headers {
             if HeaderList.equalNames(name, "Content-Length") { hasLength = true }
             if HeaderList.equalNames(name, "Connection") { hasConnection = true }
         }

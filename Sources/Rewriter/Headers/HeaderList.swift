@@ -61,6 +61,7 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
         fields.removeAll(where: predicate)
     }
 
+    @inlinable
     public static func equalNames(_ a: String, _ b: String) -> Bool {
         guard a.utf8.count == b.utf8.count else { return false }
         // Byte loops over contiguous UTF-8 (every native string): a generic
@@ -74,7 +75,8 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
         return zip(a.utf8, b.utf8).allSatisfy(sameLetter)
     }
 
-    private static func sameLetter(_ x: UInt8, _ y: UInt8) -> Bool {
+    @usableFromInline
+    static func sameLetter(_ x: UInt8, _ y: UInt8) -> Bool {
         x == y || (x | 0x20 == y | 0x20 && (x | 0x20) &- 0x61 < 26)
     }
 
