@@ -70,8 +70,8 @@ public struct IncomingRequest: Sendable {
 
     /// Splits an origin-form target at the first `?`.
     public init(method: String, target: String, contentType: String? = nil, body: [UInt8] = []) {
-        if let q = target.firstIndex(of: "?") {
-            self.init(method: method, path: String(target[..<q]), query: String(target[target.index(after: q)...]),
+        if let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
+            self.init(method: method, path: String(target[..<q]), query: String(target[target.utf8.index(after: q)...]),
                       contentType: contentType, body: body)
         } else {
             self.init(method: method, path: target, contentType: contentType, body: body)

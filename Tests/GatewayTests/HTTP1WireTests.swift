@@ -14,6 +14,7 @@ import Testing
             case "/lf": .init("HTTP/1.1 200 OK\nContent-Length: 2\n\nok")
             case "/continue": .init("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nx")
             case "/bad": .init("HTTP/1.1 2000 Nope\r\n\r\n")
+            case "/upgrade": .init("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
             case "/head": .init("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
             default: .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             }
@@ -50,6 +51,8 @@ import Testing
             let bad = try curl(["-i", "\(gateway.base)/bad"]).text
             #expect(bad.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
             #expect(bad.contains("urn:gatewayd:problem:upstream-reset") && bad.contains("malformed answer"))
+            let upgrade = try curl(["-i", "\(gateway.base)/upgrade", "-H", "Upgrade: websocket", "-H", "Connection: Upgrade"]).text
+            #expect(upgrade.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n") && upgrade.contains("switched protocols"))
 
             // An answer to HEAD has no body whatever its length says: the
             // connection carries the next call right after it.
@@ -60,8 +63,10 @@ import Testing
             let byTarget = Dictionary(requests.map { ($0.text.split(separator: " ")[1], $0.connection) }) { first, _ in first }
             #expect(byTarget["/head"] != nil && byTarget["/head"] == byTarget["/plain"])
             // A connection whose answer ended by closing, or was malformed, is never reused.
-            let ends = requests.indices.filter { requests[$0].text.hasPrefix("GET /close ") || requests[$0].text.hasPrefix("GET /bad ") }
-            #expect(ends.count == 4)
+            let ends = requests.indices.filter { index in ["GET /close ", "GET /bad ", "GET /upgrade "].contains { requests[index].text.hasPrefix($0) } }
+            #expect(ends.count == 5)
+            // Upgrade is hop-by-hop: the upstream was never asked for one.
+            #expect(requests.contains { $0.text.hasPrefix("GET /upgrade ") && !$0.text.lowercased().contains("upgrade: websocket") })
             for end in ends {
                 #expect(!requests[(end + 1)...].contains { $0.connection == requests[end].connection })
             }

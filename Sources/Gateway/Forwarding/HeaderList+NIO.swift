@@ -17,19 +17,22 @@ extension HeaderList {
 extension HTTPHeaders {
     /// Drops the hop-by-hop headers and every header `Connection` names.
     mutating func removeHopByHop() {
-        // One pass to find what goes (usually just `Connection: keep-alive`).
-        var doomed: [String] = []
+        // One pass to find what goes (usually just `Connection: keep-alive`):
+        // which of the fixed names, as bits, and names a Connection lists (rare).
+        var seen: UInt16 = 0
+        var named: [String] = []
         for (name, value) in self where HeaderList.isHopByHop(name) {
-            doomed.append(name)
+            if let index = HeaderList.hopByHop.firstIndex(where: { HeaderList.equalNames($0, name) }) { seen |= 1 << index }
             // `Connection: keep-alive` / `close` (nearly every answer) names no header.
             guard HeaderList.equalNames(name, "Connection"), !HeaderList.equalNames(value, "keep-alive"),
                 !HeaderList.equalNames(value, "close")
             else { continue }
             for token in HeaderList.connectionTokens(CollectionOfOne(value)) where token != "close" && token != "keep-alive" {
-                doomed.append(String(token))
+                named.append(String(token))
             }
         }
-        for name in doomed { remove(name: name) }
+        for (index, name) in HeaderList.hopByHop.enumerated() where seen & (1 << index) != 0 { remove(name: name) }
+        for name in named { remove(name: name) }
     }
 }
 

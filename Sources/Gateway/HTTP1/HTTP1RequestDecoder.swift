@@ -75,18 +75,29 @@ struct HTTP1RequestDecoder {
         return .chunked
     }
 
-    /// Content-Length, when present: digits only, every copy the same.
+    /// Content-Length, when present: digits only, every copy (and every
+    /// item of a list) the same.
     static func contentLength(_ headers: HTTPHeaders) throws(HTTP1ParseError) -> Int? {
         var length: Int?
-        for (name, value) in headers where HeaderList.equalNames(name, "Content-Length") {
-            for item in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
-                let digits = item.drop { $0 == .space || $0 == .tab }.reversed().drop { $0 == .space || $0 == .tab }
-                guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(\.isDigit) else {
+        for (name, text) in headers where HeaderList.equalNames(name, "Content-Length") {
+            let bytes = text.utf8
+            var i = bytes.startIndex
+            while true {
+                var item = 0, digits = 0
+                while i < bytes.endIndex, bytes[i] == .space || bytes[i] == .tab { i = bytes.index(after: i) }
+                while i < bytes.endIndex, bytes[i].isDigit, digits < 18 {
+                    item = item * 10 + Int(bytes[i] - .zero)
+                    digits += 1
+                    i = bytes.index(after: i)
+                }
+                while i < bytes.endIndex, bytes[i] == .space || bytes[i] == .tab { i = bytes.index(after: i) }
+                guard digits > 0, i == bytes.endIndex || bytes[i] == UInt8(ascii: ",") else {
                     throw .malformed("Content-Length is not a number")
                 }
-                let parsed = digits.reversed().reduce(0) { $0 * 10 + Int($1 - .zero) }
-                guard length == nil || length == parsed else { throw .malformed("the Content-Length values differ") }
-                length = parsed
+                guard length == nil || length == item else { throw .malformed("the Content-Length values differ") }
+                length = item
+                if i == bytes.endIndex { break }
+                i = bytes.index(after: i)
             }
         }
         return length

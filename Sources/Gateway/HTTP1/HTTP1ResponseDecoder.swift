@@ -47,7 +47,7 @@ struct HTTP1ResponseDecoder {
         // An interim answer (1xx but 101): the final one follows, its own head and body.
         if code < 200 && code != 101 { return .head(responseHead) }
         if code == 101 || code == 204 || code == 304 || requestIsHEAD {
-            // 101: the connection would become a tunnel, which is not forwarded.
+            // 101: the connection becomes a tunnel, never reused for HTTP.
             if code == 101 { mustClose = true }
             body = HTTP1BodyReader(.length(0))
         } else {

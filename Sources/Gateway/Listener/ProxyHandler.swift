@@ -168,7 +168,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                                   detail: "only origin-form targets (/path?query) are accepted; the gateway is not an open proxy"),
                           to: head, close: true)
         }
-        let path = String(head.uri.prefix { $0 != "?" })
+        let path = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(head.uri[..<$0]) } ?? head.uri
         let headers = HeaderList(head.headers)
         let length = head.headers.first(name: "Content-Length")
         let hasBody = length != nil && length != "0" || head.headers.contains(name: "Transfer-Encoding")

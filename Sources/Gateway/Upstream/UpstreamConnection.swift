@@ -137,8 +137,12 @@ final class UpstreamConnection {
         guard let delegate else { return }
         switch part {
         case .head(let head):
+            // The request asked for no upgrade (Upgrade is hop-by-hop): a tunnel is not forwarded.
+            if head.status.code == 101 {
+                return failed(.reset("upstream \(upstream) switched protocols, which is not forwarded"), answerArrived: true)
+            }
             // 1xx interim answers are not forwarded; the final answer follows.
-            if head.status.code < 200 && head.status.code != 101 { return }
+            if head.status.code < 200 { return }
             responseStarted = true
             if !head.keepsAlive { keepAlive = false }
             delegate.upstreamHead(head)
