@@ -95,3 +95,25 @@ private struct RawWriter {
         put("\r\n")
     }
 }
+
+/// A connection's output buffer, reused once the channel has written it: a
+/// fresh one per head costs two allocations. Small ones only are kept, so
+/// an idle connection holds at most `maxKept` bytes.
+struct ReusableBuffer {
+    private var last: ByteBuffer?
+    static let maxKept = 2048
+
+    /// An empty buffer with room for `capacity` bytes.
+    mutating func take(_ allocator: ByteBufferAllocator, capacity: Int) -> ByteBuffer {
+        guard var buffer = last else { return allocator.buffer(capacity: capacity) }
+        last = nil
+        // Allocates only when the channel still holds it.
+        buffer.clear(minimumCapacity: capacity)
+        return buffer
+    }
+
+    /// `buffer` goes to the channel and is reused when it comes back unshared.
+    mutating func keep(_ buffer: ByteBuffer) {
+        if buffer.capacity <= Self.maxKept { last = buffer }
+    }
+}

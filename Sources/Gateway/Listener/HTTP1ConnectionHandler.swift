@@ -28,6 +28,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
     /// yet handed to the channel (a small answer goes out as one write).
     private var framing = AnswerFraming.none
     private var out: ByteBuffer?
+    private var spare = ReusableBuffer()
     private var requestIsHEAD = false
     private var requestIsHTTP10 = false
     /// An HTTP/1.0 client that asked to keep the connection: it is told so.
@@ -231,13 +232,15 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
             self.out = nil
             return out
         }
-        return allocator.buffer(capacity: 512)
+        return spare.take(allocator, capacity: 512)
     }
 
     private func writeOut() {
         guard let buffer = out else { return }
         out = nil
-        if buffer.readableBytes > 0 { context?.write(wrapOutboundOut(buffer), promise: nil) }
+        guard buffer.readableBytes > 0 else { return }
+        context?.write(wrapOutboundOut(buffer), promise: nil)
+        spare.keep(buffer)
     }
 
     func flush() {

@@ -40,6 +40,7 @@ final class UpstreamConnection {
     weak var pool: UpstreamPool?
     /// Reading paused because the client cannot take the answer as fast.
     private var readingPaused = false
+    private var spare = ReusableBuffer()
     /// Reads answers on an HTTP/1.1 connection.
     var decoder = HTTP1ResponseDecoder(maxHeadBytes: UpstreamConnection.maxHeadBytes)
 
@@ -65,11 +66,16 @@ final class UpstreamConnection {
         if let body = request.body { out.writeBytes(body) }
         requestComplete = true
         channel.writeAndFlush(out, promise: nil)
+        spare.keep(out)
     }
 
     /// Starts a request whose body follows part by part (`sendBody`, `sendEnd`).
     func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
-        guard isStream else { return channel.write(start(request, delegate: delegate, extra: 0), promise: nil) }
+        guard isStream else {
+            let out = start(request, delegate: delegate, extra: 0)
+            channel.write(out, promise: nil)
+            return spare.keep(out)
+        }
         begin(request, delegate: delegate)
         let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target,
                                    headers: request.headers.httpHeaders)
@@ -89,7 +95,7 @@ final class UpstreamConnection {
         begin(request, delegate: delegate)
         chunked = request.headers.contains("Transfer-Encoding")
         decoder.expect(method: HTTPMethod(rawValue: request.method))
-        var out = channel.allocator.buffer(capacity: 512 + extra)
+        var out = spare.take(channel.allocator, capacity: 512 + extra)
         out.writeRequestHead(method: request.method, target: request.target, headers: request.headers)
         return out
     }
