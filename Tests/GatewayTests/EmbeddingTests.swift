@@ -46,17 +46,20 @@ import Testing
         defer { Task { try await server.shutdown(); await upstream.stop() } }
         let base = "http://127.0.0.1:\(gatewayPort)"
 
-        let ok = try await curlDetached(["-i", "\(base)/items?a=1", "-H", "X-Request-Id: r-1"]).text
+        // Modifiers run as tasks on the cooperative pool, which the suite's
+        // other tests hold for seconds with blocking peers: the first call
+        // may wait that long (never so in the daemon, whose pool is free).
+        let ok = try await curlDetached(["-i", "\(base)/items?a=1", "-H", "X-Request-Id: r-1"], maxTime: 60).text
         #expect(ok.hasPrefix("HTTP/1.1 200 OK\r\n"))
-        let rewritten = try await curlDetached(["\(base)/json", "-H", "Content-Type: application/json", "-d", #"{"a":1}"#])
+        let rewritten = try await curlDetached(["\(base)/json", "-H", "Content-Type: application/json", "-d", #"{"a":1}"#], maxTime: 60)
         #expect(rewritten.text == "ok")
-        let forbidden = try await curlDetached(["-i", "\(base)/forbidden"]).text
+        let forbidden = try await curlDetached(["-i", "\(base)/forbidden"], maxTime: 60).text
         #expect(forbidden.hasPrefix("HTTP/1.1 403 Forbidden\r\n"))
         #expect(forbidden.contains(#""detail":"the signer refused","route":"api"}"#))
-        let broken = try await curlDetached(["-i", "\(base)/broken"]).text
+        let broken = try await curlDetached(["-i", "\(base)/broken"], maxTime: 60).text
         #expect(broken.hasPrefix("HTTP/1.1 500 Internal Server Error\r\n"))
         #expect(broken.contains(#""type":"urn:gatewayd:problem:modifier-failed""#))
-        let crlf = try await curlDetached(["-i", "\(base)/crlf"]).text
+        let crlf = try await curlDetached(["-i", "\(base)/crlf"], maxTime: 60).text
         #expect(crlf.hasPrefix("HTTP/1.1 500 Internal Server Error\r\n"))
         #expect(crlf.contains("a request modifier produced an invalid header X-Evil"))
 

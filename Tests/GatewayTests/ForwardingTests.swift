@@ -157,6 +157,29 @@ import Testing
         }
     }
 
+    /// A body over `max_body_bytes` on a buffering route is refused at once
+    /// (by its length, or as soon as its chunks pass the limit), and the
+    /// client reads the whole 413 although it was still sending: the HTTP/1.1
+    /// connection closes lingering, an HTTP/2 stream is reset with NO_ERROR.
+    @Test func oversizedBodiesAreRefusedAtOnce() async throws {
+        let routes = Self.passThrough + "\n" + """
+              - {name: form, match: {prefix: /form}, upstream: legacy, rewrite: {encoding: form}}
+            """
+        try await withGateway(routes: routes, limits: "{max_body_bytes: 4096}") { gateway, upstream in
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("oversized-\(getpid()).json")
+            try Data(repeating: UInt8(ascii: " "), count: 8 << 20).write(to: file)
+            defer { try? FileManager.default.removeItem(at: file) }
+            let json = ["-H", "Content-Type: application/json", "--data-binary", "@\(file.path)", "\(gateway.base)/form"]
+            for (name, flags) in [("length", ["-H", "Expect:"]), ("chunked", ["-H", "Expect:", "-H", "Transfer-Encoding: chunked"]),
+                                  ("h2c", ["--http2-prior-knowledge"])] {
+                let refused = try curl(["-i"] + flags + json).text
+                #expect(refused.hasPrefix("HTTP/1.1 413 ") || name == "h2c" && refused.hasPrefix("HTTP/2 413 "), "\(name): \(refused.prefix(200))")
+                #expect(refused.hasSuffix(#""detail":"the body exceeds limits.max_body_bytes (4096)","route":"form"}"#), "\(name)")
+            }
+            #expect(upstream.requests.isEmpty)
+        }
+    }
+
     @Test func h2cWithCurlAndNghttpReachTheSameUpstream() async throws {
         let upstream = RecordingUpstream { request in .respond(status: 200, headers: [("X-Seen", request.uri)], body: Array("h2 ok".utf8)) }
         try await withGateway(routes: Self.passThrough, upstream: upstream) { gateway, upstream in
@@ -284,9 +307,10 @@ import Testing
                                                     ("content-type", "application/json")])
             client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: headers)
                 + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 1, payload: Array(#"{"a":"#.utf8)))
-            client.run(seconds: 3) { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 } }
+            // The answer first; the stream is reset once idle_timeout passed again without the rest.
+            client.readRaw(seconds: 3) { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 } }
             #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == 1 })
-            #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 })
+            #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 && $0.errorCode == 0 })
             #expect(upstream.requests.isEmpty)
         }
     }

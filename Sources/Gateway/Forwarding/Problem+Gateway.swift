@@ -5,7 +5,7 @@ extension Problem {
         Problem(status: 404, code: "no-route", title: "No route matches", detail: "no route matches \(method) \(path)")
     }
 
-    static func bodyTooLarge(limit: Int, route: String) -> Problem {
+    static func bodyTooLarge(limit: Int, route: String?) -> Problem {
         Problem(status: 413, code: "body-too-large", title: "Request body too large",
                 detail: "the body exceeds limits.max_body_bytes (\(limit))", route: route)
     }

@@ -17,8 +17,9 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
     private var decoder: HTTP1RequestDecoder
     private var received = ByteBuffer()
     private var parsing = false
-    /// A malformed request was read: nothing after it is.
-    private var failed = false
+    /// Nothing more is read as requests: after a malformed one, or while
+    /// the connection closes lingering.
+    private var discarding = false
     /// What the call asked for (backpressure) and whether waiting bytes say stop.
     private var proxyWantsReading = true
     private var tooMuchWaiting = false
@@ -76,22 +77,22 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !failed else { return }
+        guard !discarding else { return }
         received.cumulate(unwrapInboundIn(data))
         parse()
     }
 
     /// Hands request parts to the call while it takes them.
     private func parse() {
-        guard !parsing, !failed else { return }
+        guard !parsing, !discarding else { return }
         parsing = true
         defer { parsing = false }
-        while let proxy, proxy.acceptsRequestParts, !failed {
+        while let proxy, proxy.acceptsRequestParts, !discarding {
             let part: HTTPServerRequestPart?
             do {
                 part = try decoder.next(&received)
             } catch {
-                failed = true
+                discarding = true
                 received = ByteBuffer()
                 proxy.malformed(Self.problem(error))
                 return
@@ -260,8 +261,26 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
         }
         let last = out ?? ByteBuffer()
         out = nil
+        // The client may still be sending (a refused body): closing with bytes
+        // unread would reset the connection, and the reset can destroy the
+        // answer before the client reads it. So, as nginx does, the gateway
+        // stops sending, drops what still comes, and closes when the client
+        // does or after the call's `lingerTime`.
+        let linger = !decoder.isIdle || received.readableBytes > 0
+        if linger {
+            discarding = true
+            received = ByteBuffer()
+            proxyWantsReading = true
+            tooMuchWaiting = false
+            updateReading()
+        }
+        let channel = context.channel, lingerTime = proxy?.lingerTime ?? .seconds(5)
         // Closed once the last bytes are written, not before.
-        context.writeAndFlush(wrapOutboundOut(last)).whenComplete { [context] _ in context.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(last)).whenComplete { _ in
+            guard linger else { return channel.close(promise: nil) }
+            channel.close(mode: .output).whenFailure { _ in channel.close(promise: nil) }
+            channel.eventLoop.scheduleTask(in: lingerTime) { channel.close(promise: nil) }
+        }
     }
 
     func close() {

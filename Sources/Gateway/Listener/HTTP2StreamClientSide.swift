@@ -59,13 +59,24 @@ final class HTTP2StreamClientSide: ClientSide {
 
     func flush() { connection.flush() }
 
-    /// RFC 9113 §8.1: an answer may end before the request did; the rest of
-    /// the request is then refused with RST_STREAM(NO_ERROR).
+    /// RFC 9113 §8.1: an answer may end before the request did. The rest of
+    /// the request is then read and dropped for up to the call's `lingerTime`
+    /// and only then refused with RST_STREAM(NO_ERROR): some clients (curl
+    /// 7.88) fail a call whose stream is reset, even after a whole answer.
     func end(close: Bool) {
         guard open, !answerEnded else { return }
         answerEnded = true
         connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(allocator.buffer(capacity: 0)), endStream: true))))
-        if close, !requestEnded { connection.write(HTTP2Frame(streamID: id, payload: .rstStream(.noError))) }
+        connection.flush()
+        guard close, !requestEnded else { return }
+        setReading(true)
+        let lingerTime = proxy?.lingerTime ?? .seconds(5)
+        _ = try? eventLoop.assumeIsolated().scheduleTask(in: lingerTime) { [weak self] in self?.stopLingering() }
+    }
+
+    private func stopLingering() {
+        guard open, !requestEnded else { return }
+        connection.write(HTTP2Frame(streamID: id, payload: .rstStream(.noError)))
         connection.flush()
     }
 

@@ -27,7 +27,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
     var requestHeaders = HeaderList()
     var match: Router.Match?
     var body: [UInt8] = []
-    var tooLarge = false
     /// Set while a request body streams upstream.
     var streaming: Streaming?
 
@@ -136,16 +135,18 @@ final class ProxyHandler: UpstreamResponseDelegate {
         case .body(let buffer):
             if streaming != nil {
                 streamBody(buffer)
-            } else if head != nil {
+            } else if let head {
                 // A body being read must keep coming: idle_timeout at most between parts.
                 setDeadline(shared.config.limits.idleTimeout)
-                if tooLarge { break }
-                if body.count + buffer.readableBytes > shared.config.limits.maxBodyBytes {
-                    tooLarge = true
+                guard body.count + buffer.readableBytes <= shared.config.limits.maxBodyBytes else {
+                    // Refused as soon as it is too large (a chunked body): the rest is not read.
+                    let route = match?.route.config.name
+                    self.head = nil
+                    match = nil
                     body = []
-                } else {
-                    body.append(contentsOf: buffer.readableBytesView)
+                    return answer(.bodyTooLarge(limit: shared.config.limits.maxBodyBytes, route: route), to: head, close: true)
                 }
+                body.append(contentsOf: buffer.readableBytesView)
             }
         case .end:
             exchange.reading = false
@@ -179,17 +180,16 @@ final class ProxyHandler: UpstreamResponseDelegate {
         log.route = match.route.config.name
         routeMetrics = match.route.metrics
         let streams = hasBody && match.route.streamsBody(method: head.method.rawValue)
-        if headers.expectsContinue {
-            // The gateway answers it (as nginx and Envoy do): the client
-            // does not wait, and the upstream never sees the expectation.
-            if !streams, let size = length.flatMap({ Int($0) }), size > limits.maxBodyBytes {
-                // Refused before the client sends the body.
-                return answer(.bodyTooLarge(limit: limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
-            }
-            if hasBody, head.version.major > 1 || head.version.minor >= 1 {
-                client.write(.head(HTTPResponseHead(version: head.version, status: .continue)))
-                client.flush()
-            }
+        if !streams, let size = length.flatMap({ Int($0) }), size > limits.maxBodyBytes {
+            // Refused at once, as nginx does: before the body is sent when the
+            // client waits for 100 Continue, else without reading the rest.
+            return answer(.bodyTooLarge(limit: limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
+        }
+        // The gateway answers `Expect: 100-continue` (as nginx and Envoy do):
+        // the client does not wait, and the upstream never sees the expectation.
+        if headers.expectsContinue, hasBody, head.version.major > 1 || head.version.minor >= 1 {
+            client.write(.head(HTTPResponseHead(version: head.version, status: .continue)))
+            client.flush()
         }
         if streams {
             startStreaming(head, match: match, headers: headers)
@@ -198,7 +198,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
             self.match = match
             requestHeaders = headers
             body.removeAll(keepingCapacity: true)
-            tooLarge = false
             setDeadline(limits.idleTimeout)
         }
     }
@@ -245,9 +244,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func handleBuffered(_ head: HTTPRequestHead) {
         guard let match else { return }
         self.match = nil
-        if tooLarge {
-            return answer(.bodyTooLarge(limit: shared.config.limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
-        }
         // Taken, not copied: editing a list still shared would copy it.
         var headers = HeaderList()
         swap(&headers, &requestHeaders)
@@ -332,6 +328,10 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func setClientReading(_ on: Bool) { client.setReading(on) }
 
     static let defaultTimeout = Duration.seconds(60)
+    /// How long a connection (HTTP/1.1) or stream (HTTP/2) whose answer ended
+    /// before its request did keeps reading, and dropping, what still comes:
+    /// idle_timeout, at most 5 seconds.
+    var lingerTime: TimeAmount { min(.seconds(5), shared.config.limits.idleTimeout.timeAmount) }
 
     func clientBecameWritable() { call?.connection?.setReading(true) }
 

@@ -151,6 +151,18 @@ final class NGHTTP2Client {
         }
     }
 
+    /// Reads frames for the record only (libnghttp2 is not asked, so it
+    /// cannot end the wait) until `done` holds or `seconds` pass.
+    func readRaw(seconds: Double, until done: (NGHTTP2Client) -> Bool) {
+        let end = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while Date() < end, !connectionClosed, !done(self) {
+            let count = recv(socket, &buffer, buffer.count, 0)
+            if count == 0 { connectionClosed = true }
+            if count > 0 { record(Array(buffer.prefix(count))) }
+        }
+    }
+
     /// Whether the server closes the connection within `seconds` (bytes
     /// still arriving are read and dropped; libnghttp2 is not asked).
     func closedByServer(within seconds: Double) -> Bool {

@@ -37,8 +37,8 @@ func runPeerDetached(_ executable: String, _ arguments: [String]) async throws -
     }
 }
 
-func curlDetached(_ arguments: [String]) async throws -> PeerResult {
-    try await runPeerDetached("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
+func curlDetached(_ arguments: [String], maxTime: Int = 10) async throws -> PeerResult {
+    try await runPeerDetached("/usr/bin/curl", ["-s", "--max-time", "\(maxTime)", "-A", "test-agent"] + arguments)
 }
 
 /// A peer left running while the test does other things; `finish()` waits
