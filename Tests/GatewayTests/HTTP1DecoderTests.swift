@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Rewriter
 import Testing
 @testable import Gateway
 
@@ -177,5 +178,41 @@ import Testing
         #expect(throws: HTTP1ParseError.malformed("the connection closed before the body ended")) {
             try Self.answerParts([Array("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".utf8)], closed: true)
         }
+    }
+
+    /// Mutated messages (bytes flipped, inserted, dropped, repeated) split at
+    /// random points: every one is read or refused — no trap, no endless loop.
+    @Test func mutatedInputIsReadOrRefusedNeverATrap() {
+        var random = SplitMix64(seed: 0x6761_7465_7761_7964)
+        let requests = Self.valid.map(\.0) + Self.refused.map(\.0)
+        let answers = Self.answers.map(\.0)
+        var outcomes = (read: 0, refused: 0)
+        for round in 0..<20000 {
+            let source = round % 2 == 0 ? requests : answers
+            var bytes = Array(source[Int(random.next() % UInt64(source.count))].utf8)
+            for _ in 0..<(1 + random.next() % 4) where !bytes.isEmpty {
+                let at = Int(random.next() % UInt64(bytes.count))
+                switch random.next() % 4 {
+                case 0: bytes[at] = UInt8(truncatingIfNeeded: random.next())
+                case 1: bytes.insert([0, 9, 10, 13, 32, 58, 59, 127, 255][Int(random.next() % 9)], at: at)
+                case 2: bytes.remove(at: at)
+                default: bytes.insert(contentsOf: bytes[at...].prefix(8), at: at)
+                }
+            }
+            let cut = bytes.isEmpty ? 0 : Int(random.next() % UInt64(bytes.count))
+            let chunks = [Array(bytes[..<cut]), Array(bytes[cut...])]
+            do {
+                if round % 2 == 0 {
+                    _ = try Self.requestParts(chunks)
+                } else {
+                    _ = try Self.answerParts(chunks, closed: random.next() % 2 == 0)
+                }
+                outcomes.read += 1
+            } catch {
+                outcomes.refused += 1
+            }
+        }
+        // Both outcomes occur: the mutations reach the checks, not only the happy path.
+        #expect(outcomes.read > 100 && outcomes.refused > 100)
     }
 }
