@@ -54,6 +54,8 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
         self.slot = slot
         eventLoop = channel.eventLoop
         allocator = channel.allocator
+        // The fields' limit (checked exactly per request, 431) plus 8 KiB
+        // for the request line, as nginx's default large header buffer.
         decoder = HTTP1RequestDecoder(maxHeadBytes: slot.context.config.limits.maxHeaderBytes + 8192)
     }
 
