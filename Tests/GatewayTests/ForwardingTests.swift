@@ -275,8 +275,11 @@ import Testing
             let twoLengths = try rawExchange(port: gateway.port, Array(
                 "POST /api/x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd".utf8))
             #expect(twoLengths.hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
+            // Two Hosts: routing and the upstream could read different ones.
+            let twoHosts = try rawExchange(port: gateway.port, Array("GET /api/x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".utf8))
+            #expect(twoHosts.hasPrefix("HTTP/1.1 400 Bad Request\r\n") && twoHosts.contains("more than one Host field"))
             // ... and each of those connections was closed by the gateway, not left open.
-            for answer in [smuggled, badChunk, twoLengths] { #expect(!answer.hasSuffix("<timeout>")) }
+            for answer in [smuggled, badChunk, twoLengths, twoHosts] { #expect(!answer.hasSuffix("<timeout>")) }
             #expect(upstream.requests.isEmpty)
             // Garbage pipelined behind a valid request: that request is answered
             // in full, then the garbage gets its 400 and the connection closes.

@@ -114,27 +114,30 @@ struct HTTP1HeadReader {
         return HTTPVersion(major: major, minor: minor)
     }
 
-    /// Which framing fields a head holds: most hold neither, and need no second look.
-    struct FramingFields {
+    /// The fields the decoders check, noted while parsing: most heads hold
+    /// one Host and no framing field, and need no second look.
+    struct KeyFields {
         var length = false
         var coding = false
+        var hosts = 0
     }
 
     /// The header fields up to the blank line.
-    static func fields(_ bytes: UnsafeRawBufferPointer, _ lines: inout Lines) throws(HTTP1ParseError) -> (HTTPHeaders, FramingFields) {
+    static func fields(_ bytes: UnsafeRawBufferPointer, _ lines: inout Lines) throws(HTTP1ParseError) -> (HTTPHeaders, KeyFields) {
         var fields: [(String, String)] = []
         fields.reserveCapacity(16)
-        var framing = FramingFields()
+        var key = KeyFields()
         while let line = try lines.next(), !line.isEmpty {
             let field = try Self.field(bytes, line)
             switch field.0.utf8.count {
-            case 14 where HeaderList.equalNames(field.0, "Content-Length"): framing.length = true
-            case 17 where HeaderList.equalNames(field.0, "Transfer-Encoding"): framing.coding = true
+            case 4 where HeaderList.equalNames(field.0, "Host"): key.hosts += 1
+            case 14 where HeaderList.equalNames(field.0, "Content-Length"): key.length = true
+            case 17 where HeaderList.equalNames(field.0, "Transfer-Encoding"): key.coding = true
             default: break
             }
             fields.append(field)
         }
-        return (HTTPHeaders(fields), framing)
+        return (HTTPHeaders(fields), key)
     }
 
     /// One header field line: `name: value`, optional whitespace around the value.
@@ -193,6 +196,19 @@ extension UInt8 {
     static let zero = UInt8(ascii: "0")
 
     var isDigit: Bool { self >= .zero && self <= UInt8(ascii: "9") }
+
+    /// What an RFC 3986 host and port are made of (reg-name, IP literals, `:`).
+    var isHostChar: Bool {
+        switch self {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "%"), UInt8(ascii: "!"),
+            UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"),
+            UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "["),
+            UInt8(ascii: "]"):
+            true
+        default: false
+        }
+    }
 
     /// tchar (RFC 9110 section 5.6.2).
     var isTokenChar: Bool {

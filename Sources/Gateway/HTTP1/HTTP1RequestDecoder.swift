@@ -56,13 +56,27 @@ struct HTTP1RequestDecoder {
         guard let first = try lines.next() else { throw .malformed("no request line") }
         let (method, target, version) = try HTTP1HeadReader.requestLine(bytes, first)
         let (headers, fields) = try HTTP1HeadReader.fields(bytes, &lines)
+        try Self.checkHost(headers, fields, version: version)
         let framing = try Self.framing(headers, fields, version: version)
         return (HTTPRequestHead(version: version, method: method, uri: target, headers: headers), framing)
     }
 
+    /// RFC 9112 section 3.2: an HTTP/1.1 request has exactly one Host field,
+    /// any request at most one, and its value is a host (and port): routing
+    /// and the upstream must never read two different ones.
+    static func checkHost(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.KeyFields, version: HTTPVersion) throws(HTTP1ParseError) {
+        guard fields.hosts == 1 else {
+            if fields.hosts > 1 { throw .malformed("the request has more than one Host field") }
+            if version.minor >= 1 { throw .malformed("the HTTP/1.1 request has no Host field") }
+            return
+        }
+        let host = headers.first(name: "Host") ?? ""
+        guard host.utf8.allSatisfy(\.isHostChar) else { throw .malformed("the Host field is not a host and port") }
+    }
+
     /// RFC 9112 section 6.3 for requests, refusing what a lenient parser
     /// would have to guess at.
-    static func framing(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.FramingFields, version: HTTPVersion) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
+    static func framing(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.KeyFields, version: HTTPVersion) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
         let length = fields.length ? try contentLength(headers) : nil
         guard fields.coding else { return .length(length ?? 0) }
         guard length == nil else { throw .malformed("the request has both Content-Length and Transfer-Encoding") }

@@ -64,7 +64,7 @@ struct HTTP1ResponseDecoder {
         return try reader.inputClosed().map { _ in .end(nil) }
     }
 
-    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (HTTPResponseHead, HTTP1HeadReader.FramingFields) {
+    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (HTTPResponseHead, HTTP1HeadReader.KeyFields) {
         var lines = HTTP1HeadReader.Lines(bytes: bytes, bareLF: true)
         guard let first = try lines.next() else { throw .malformed("no status line") }
         let (version, code) = try HTTP1HeadReader.statusLine(bytes, first)
@@ -72,7 +72,7 @@ struct HTTP1ResponseDecoder {
         return (HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), headers: headers), fields)
     }
 
-    private mutating func framing(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.FramingFields) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
+    private mutating func framing(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.KeyFields) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
         let length = fields.length ? try HTTP1RequestDecoder.contentLength(headers) : nil
         guard fields.coding else {
             if let length { return .length(length) }
