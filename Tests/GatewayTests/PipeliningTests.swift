@@ -35,4 +35,38 @@ import Testing
         #expect(!out.contains("<timeout>"))
         #expect(upstream.requests.map(\.uri) == ["/slow", "/upload", "/last"])
     }
+
+    /// A client that sends its requests and then closes its sending side
+    /// (half-close) gets every answer before the connection closes; one
+    /// whose request was cut short by the close gets none, and nothing
+    /// half-read goes upstream.
+    @Test func halfClosedClientsGetTheirAnswers() async throws {
+        let upstream = RecordingUpstream { request in
+            .respond(status: 200, headers: [], body: Array("\(request.method) \(request.uri) \(request.body.count)".utf8),
+                     delay: request.uri == "/slow" ? .milliseconds(200) : .zero)
+        }
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes: [{name: app, upstream: app, rewrite: {encoding: form}, match: {prefix: /form}}, {name: all, upstream: app}]
+            """)
+        defer { Task { await gateway.stop() } }
+
+        let out = try rawExchange(port: gateway.port, Array(
+            "GET /slow HTTP/1.1\r\nHost: a\r\n\r\nPOST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello".utf8),
+            timeout: 5, halfClose: true)
+        let answers = out.components(separatedBy: "HTTP/1.1 200 OK\r\n")
+        #expect(answers.count == 3 && answers[1].hasSuffix("GET /slow 0") && answers[2].hasSuffix("POST /upload 5"), "\(out)")
+        #expect(!out.hasSuffix("<timeout>"))
+
+        let cut = try rawExchange(port: gateway.port, Array(
+            "POST /form HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{\"a\":".utf8),
+            timeout: 5, halfClose: true)
+        #expect(cut.isEmpty)
+        let idle = try rawExchange(port: gateway.port, [], timeout: 5, halfClose: true)
+        #expect(idle.isEmpty)
+        #expect(upstream.requests.map(\.uri) == ["/slow", "/upload"])
+    }
 }

@@ -240,7 +240,9 @@ public actor GatewayServer {
         let pipeline = channel.pipeline.syncOperations
         guard http2 else {
             // Requests read and answers written as bytes by one handler: no
-            // codec handlers, no pipeline hop per request part.
+            // codec handlers, no pipeline hop per request part. A client that
+            // stops sending (half-close) still gets its answers.
+            try channel.syncOptions?.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             try pipeline.addHandler(HTTP1ConnectionHandler(slot: slot, channel: channel))
             return
         }

@@ -20,6 +20,9 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
     /// Nothing more is read as requests: after a malformed one, or while
     /// the connection closes lingering.
     private var discarding = false
+    /// The client closed its sending side (remote half-closure is allowed):
+    /// the requests it sent are answered, then the connection closes.
+    private var inputClosed = false
     /// What the call asked for (backpressure) and whether waiting bytes say stop.
     private var proxyWantsReading = true
     private var tooMuchWaiting = false
@@ -112,6 +115,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
         } else if received.readerIndex > Self.maxWaitingBytes {
             received.discardReadBytes()
         }
+        if inputClosed { closeIfDone() }
         let waiting = received.readableBytes >= Self.maxWaitingBytes
         if waiting != tooMuchWaiting {
             tooMuchWaiting = waiting
@@ -145,10 +149,27 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
     }
 
     /// Graceful stop (drain): an idle connection closes now; one with a call
-    /// in flight answers it with `Connection: close`, then closes.
+    /// in flight answers it with `Connection: close`, then closes. A client
+    /// that stops sending gets its answers, then the connection closes.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .inputClosed = event as? ChannelEvent {
+            inputClosed = true
+            // A request cut short can never complete; nor can a lingering close.
+            guard decoder.isIdle, !discarding else { return context.close(promise: nil) }
+            return parse()
+        }
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
         if proxy?.quiesce() == true { context.close(promise: nil) }
+    }
+
+    /// After the client stopped sending: closes once every request it sent
+    /// is answered (bytes left over are a request that can never complete).
+    private func closeIfDone() {
+        guard let proxy, let context, !proxy.exchange.answering, !proxy.exchange.reading else { return }
+        discarding = true
+        // Once what was written is out, not before.
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(promise: nil) }
     }
 
     // MARK: ClientSide

@@ -67,11 +67,13 @@ func curl(_ arguments: [String]) throws -> PeerResult {
 
 /// Sends raw bytes on a fresh TCP connection and returns everything read until
 /// the peer closes (`<timeout>` appended if it had not after `timeout` seconds).
-func rawExchange(port: Int, _ bytes: [UInt8], timeout: Double = 10) throws -> String {
+/// `halfClose`: the sending side is shut after the bytes.
+func rawExchange(port: Int, _ bytes: [UInt8], timeout: Double = 10, halfClose: Bool = false) throws -> String {
     let script = """
         import socket, sys
         s = socket.create_connection(("127.0.0.1", \(port)), timeout=\(timeout))
         s.sendall(sys.stdin.buffer.read())
+        if \(halfClose ? "True" : "False"): s.shutdown(socket.SHUT_WR)
         out = b""
         try:
             while True:
