@@ -267,6 +267,9 @@ import Testing
                 "POST /api/x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/admin HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
             #expect(smuggled.hasPrefix("HTTP/1.1 400 Bad Request\r\n"))
             #expect(smuggled.contains("Content-Type: application/problem+json\r\n"))
+            // Answered by the gateway itself, as an origin server: with its clock.
+            let date = smuggled.components(separatedBy: "\r\nDate: ").dropFirst().first?.components(separatedBy: "\r\n").first
+            #expect(date.flatMap(HTTPDate.parse).map { abs($0 - HTTPDate.now()) < 60 } == true)
             #expect(smuggled.contains("urn:gatewayd:problem:malformed-request"))
             #expect(!smuggled.contains("200 OK"))
             let badChunk = try rawExchange(port: gateway.port, Array(

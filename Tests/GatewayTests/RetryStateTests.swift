@@ -97,6 +97,12 @@ import Testing
         #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == now)
         #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == now)
         #expect(HTTPDate.parse("tomorrow") == nil)
+        // Formatted back the way RFC 9110 writes it, across years, leap days and before 1970.
+        #expect(HTTPDate.format(now) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        for text in ["Thu, 01 Jan 1970 00:00:00 GMT", "Thu, 29 Feb 2024 23:59:59 GMT", "Wed, 31 Dec 1969 12:00:00 GMT",
+                     "Mon, 23 Nov 2026 10:24:06 GMT", "Sat, 01 Jan 2000 00:00:00 GMT"] {
+            #expect(HTTPDate.parse(text).map(HTTPDate.format) == text)
+        }
     }
 
     @Test mutating func validatorChainDecidesFirst() throws {

@@ -72,6 +72,8 @@ extension ProxyHandler {
         log.route = problem.route ?? log.route
         var headers: HeaderList = ["Content-Type": Problem.contentType]
         if let requestID { headers.add("X-Request-Id", requestID) }
+        // The gateway answers as an origin server here, which sends its clock (RFC 9110 section 6.6.1).
+        headers.add("Date", HTTPDate.format(HTTPDate.now()))
         answer(status: problem.status, headers: headers, body: problem.json, to: head, close: close)
     }
 

@@ -39,6 +39,34 @@ public enum HTTPDate {
         return parts
     }
 
+    private static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+    private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// IMF-fixdate for `seconds` since 1970: `Sun, 06 Nov 1994 08:49:37 GMT`.
+    public static func format(_ seconds: Int64) -> String {
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let time = Int(seconds - days * 86_400)
+        let (year, month, day) = civil(days)
+        // 1970-01-01 was a Thursday.
+        let weekday = Int(((days % 7) + 11) % 7)
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(weekdays[weekday]), \(two(day)) \(monthNames[month - 1]) \(year) "
+            + "\(two(time / 3600)):\(two(time / 60 % 60)):\(two(time % 60)) GMT"
+    }
+
+    /// Howard Hinnant's civil-from-days.
+    private static func civil(_ days: Int64) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (Int(yoe + era * 400 + (month <= 2 ? 1 : 0)), Int(month), Int(day))
+    }
+
     /// Howard Hinnant's days-from-civil.
     private static func daysSince1970(year: Int, month: Int, day: Int) -> Int64 {
         let y = Int64(month <= 2 ? year - 1 : year)
