@@ -74,6 +74,11 @@ import Testing
         client.run { $0.rawFrames.contains { $0.type == 0x0 && $0.stream == 3 } }
         #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == 3 })
         #expect(client.rawFrames.contains { $0.type == 0x0 && $0.stream == 3 })
+        // Two Host fields in place of :authority: refused the same way.
+        let twoHosts = client.encodeHeaderBlock([(":method", "GET"), (":path", "/x"), (":scheme", "http"), ("host", "a"), ("host", "b")])
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 5, payload: twoHosts))
+        client.run { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 5 } }
+        #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == 5 && $0.errorCode == NGHTTP2_PROTOCOL_ERROR.rawValue })
         #expect(!client.rawFrames.contains { $0.type == 0x7 })
     }
 

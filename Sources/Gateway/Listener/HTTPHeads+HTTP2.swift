@@ -7,12 +7,14 @@ extension HTTPRequestHead {
     /// as swift-nio-http2's HTTP/1 translation makes it: `:authority`
     /// becomes `host` (RFC 9113 §8.3.1: it wins over a Host header), and a
     /// body-carrying method without a length says how its body is framed.
-    /// Nil when a mandatory pseudo-header is missing or one is unknown.
+    /// Nil when a mandatory pseudo-header is missing or one is unknown, or
+    /// when two Host fields stand in for a missing `:authority` (routing and
+    /// the upstream could read different ones).
     init?(http2 block: HPACKHeaders, endStream: Bool) {
         var method: String?, path: String?, authority: String?, scheme = false
         var headers = HTTPHeaders()
         headers.reserveCapacity(block.count + 1)
-        var hasLength = false
+        var hasLength = false, hosts = 0
         for (name, value, _) in block {
             if name.utf8.first == UInt8(ascii: ":") {
                 switch name {
@@ -24,12 +26,15 @@ extension HTTPRequestHead {
                 }
                 continue
             }
-            if authority != nil, name == "host" { continue }
+            if name == "host" {
+                if authority != nil { continue }
+                hosts += 1
+            }
             if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
             if name == "content-length" { hasLength = true }
             headers.add(name: name, value: value)
         }
-        guard let method, let path, scheme else { return nil }
+        guard let method, let path, scheme, hosts <= 1 else { return nil }
         if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
         let httpMethod = HTTPMethod(rawValue: method)
         switch httpMethod {
