@@ -289,7 +289,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
         // answer before the client reads it. So, as nginx does, the gateway
         // stops sending, drops what still comes, and closes when the client
         // does or after the call's `lingerTime`.
-        let linger = !decoder.isIdle || received.readableBytes > 0
+        let linger = !inputClosed && (!decoder.isIdle || received.readableBytes > 0)
         if linger {
             discarding = true
             received = ByteBuffer()
