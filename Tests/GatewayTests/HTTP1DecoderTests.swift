@@ -17,27 +17,31 @@ import Testing
         for chunk in chunks {
             buffer.cumulate(ByteBuffer(bytes: chunk))
             while let part = try decoder.next(&buffer) {
-                switch part {
-                case .head(let head):
-                    let fields = head.headers.map { "\($0.name): \($0.value)" }.joined(separator: ", ")
-                    parts.append("\(head.method.rawValue) \(head.uri) HTTP/\(head.version.major).\(head.version.minor) [\(fields)]")
-                case .body(let body):
-                    append(body, to: &parts)
-                case .end:
-                    parts.append("end")
-                }
+                add(part, to: &parts) { "\($0.method.rawValue) \($0.uri) HTTP/\($0.version.major).\($0.version.minor) \(fields($0.headers))" }
             }
         }
         return parts
     }
 
-    static func append(_ body: ByteBuffer, to parts: inout [String]) {
-        let text = String(buffer: body)
-        if let last = parts.last, last.hasPrefix("body:") {
-            parts[parts.count - 1] = last + text
-        } else {
-            parts.append("body:" + text)
+    /// A part as text: its head as `describe` says, body parts joined, "end".
+    static func add<Head>(_ part: HTTPPart<Head, ByteBuffer>, to parts: inout [String], describe: (Head) -> String) {
+        switch part {
+        case .head(let head):
+            parts.append(describe(head))
+        case .body(let body):
+            let text = String(buffer: body)
+            if let last = parts.last, last.hasPrefix("body:") {
+                parts[parts.count - 1] = last + text
+            } else {
+                parts.append("body:" + text)
+            }
+        case .end:
+            parts.append("end")
         }
+    }
+
+    static func fields(_ headers: HTTPHeaders) -> String {
+        "[" + headers.map { "\($0.name): \($0.value)" }.joined(separator: ", ") + "]"
     }
 
     /// The same bytes whole, byte by byte and split in two at every position.
@@ -128,17 +132,7 @@ import Testing
         decoder.expect(method: method)
         var buffer = ByteBuffer()
         var parts: [String] = []
-        func add(_ part: HTTPClientResponsePart) {
-            switch part {
-            case .head(let head):
-                let fields = head.headers.map { "\($0.name): \($0.value)" }.joined(separator: ", ")
-                parts.append("\(head.status.code) [\(fields)]")
-            case .body(let body):
-                append(body, to: &parts)
-            case .end:
-                parts.append("end")
-            }
-        }
+        func add(_ part: HTTPClientResponsePart) { Self.add(part, to: &parts) { "\($0.status.code) \(fields($0.headers))" } }
         for chunk in chunks {
             buffer.cumulate(ByteBuffer(bytes: chunk))
             while let part = try decoder.next(&buffer) { add(part) }

@@ -24,11 +24,18 @@ extension ByteBuffer {
 
     /// The status line and `headers`, without the blank line (the caller
     /// may add framing fields). Always HTTP/1.1, as RFC 9110 section 6.2
-    /// says a server sends its own version, whatever the client's.
-    mutating func writeStatusLine(_ status: HTTPResponseStatus, headers: HTTPHeaders) {
+    /// says a server sends its own version, whatever the client's. Returns
+    /// whether `headers` hold a Content-Length and a Connection field,
+    /// noted while measuring them.
+    mutating func writeStatusLine(_ status: HTTPResponseStatus, headers: HTTPHeaders) -> (length: Bool, connection: Bool) {
         let code = Int(status.code), reason = status.reasonPhrase
         var size = reason.utf8.count + 15
-        for (name, value) in headers { size += name.utf8.count + value.utf8.count + 4 }
+        var has = (length: false, connection: false)
+        for (name, value) in headers {
+            size += name.utf8.count + value.utf8.count + 4
+            if HeaderList.equalNames(name, "Content-Length") { has.length = true }
+            if HeaderList.equalNames(name, "Connection") { has.connection = true }
+        }
         writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
             var out = RawWriter(raw)
             out.put("HTTP/1.1 ")
@@ -41,6 +48,7 @@ extension ByteBuffer {
             for (name, value) in headers { out.putField(name, value) }
             return out.at
         }
+        return has
     }
 
     /// A chunk's size line (RFC 9112 section 7.1).

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP1
 
 /// Reads one message body as its framing says (RFC 9112 sections 6-7): a
 /// length, chunked transfer coding, or (answers only) until the connection
@@ -9,11 +10,6 @@ struct HTTP1BodyReader {
         case length(Int)
         case chunked
         case untilClose
-    }
-
-    enum Step: Equatable {
-        case body(ByteBuffer)
-        case end
     }
 
     private enum State {
@@ -51,14 +47,15 @@ struct HTTP1BodyReader {
 
     var isDone: Bool { if case .done = state { true } else { false } }
 
-    /// The next body part or the body's end; nil when more bytes are needed.
-    mutating func next(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> Step? {
+    /// The next body part or the body's end (as a request's or an answer's
+    /// part); nil when more bytes are needed.
+    mutating func next<Head>(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> HTTPPart<Head, ByteBuffer>? {
         while true {
             switch state {
             case .length(let remaining):
                 if remaining == 0 {
                     state = .done
-                    return .end
+                    return .end(nil)
                 }
                 guard buffer.readableBytes > 0 else { return nil }
                 let count = min(remaining, buffer.readableBytes)
@@ -73,24 +70,24 @@ struct HTTP1BodyReader {
                 state = count == remaining ? .dataCR : .data(remaining: remaining - count)
                 return .body(buffer.readSlice(length: count)!)
             case .done:
-                return .end
+                return .end(nil)
             default:
                 guard let byte = buffer.readInteger(as: UInt8.self) else { return nil }
                 try advance(byte)
-                if case .done = state { return .end }
+                if case .done = state { return .end(nil) }
             }
         }
     }
 
-    /// The connection closed: the end of a body read until close; anything
-    /// else was cut short.
-    mutating func inputClosed() throws(HTTP1ParseError) -> Step? {
+    /// The connection closed: true when that ends a body read until close,
+    /// false when the body had ended already; anything else was cut short.
+    mutating func inputClosed() throws(HTTP1ParseError) -> Bool {
         switch state {
         case .untilClose:
             state = .done
-            return .end
+            return true
         case .done:
-            return nil
+            return false
         default:
             throw .malformed("the connection closed before the body ended")
         }

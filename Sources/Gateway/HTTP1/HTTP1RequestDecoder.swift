@@ -20,17 +20,9 @@ struct HTTP1RequestDecoder {
     mutating func next(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> HTTPServerRequestPart? {
         if var reader = body {
             body = nil
-            let step = try reader.next(&buffer)
-            switch step {
-            case .body(let part):
-                body = reader
-                return .body(part)
-            case .end:
-                return .end(nil)
-            case nil:
-                body = reader
-                return nil
-            }
+            let part: HTTPServerRequestPart? = try reader.next(&buffer)
+            if !reader.isDone { body = reader }
+            return part
         }
         // RFC 9112 section 2.2: blank lines before a request line are ignored.
         while let byte = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), byte == .cr || byte == .lf {

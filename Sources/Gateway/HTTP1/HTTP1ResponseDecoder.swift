@@ -27,16 +27,9 @@ struct HTTP1ResponseDecoder {
     mutating func next(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> HTTPClientResponsePart? {
         if var reader = body {
             body = nil
-            switch try reader.next(&buffer) {
-            case .body(let part):
-                body = reader
-                return .body(part)
-            case .end:
-                return .end(nil)
-            case nil:
-                body = reader
-                return nil
-            }
+            let part: HTTPClientResponsePart? = try reader.next(&buffer)
+            if !reader.isDone { body = reader }
+            return part
         }
         guard let length = try head.headLength(in: buffer) else { return nil }
         let (responseHead, fields) = try buffer.withUnsafeReadableBytes { bytes throws(HTTP1ParseError) in
@@ -61,7 +54,7 @@ struct HTTP1ResponseDecoder {
     mutating func inputClosed() throws(HTTP1ParseError) -> HTTPClientResponsePart? {
         guard var reader = body else { return nil }
         body = nil
-        return try reader.inputClosed().map { _ in .end(nil) }
+        return try reader.inputClosed() ? .end(nil) : nil
     }
 
     private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (HTTPResponseHead, HTTP1HeadReader.KeyFields) {

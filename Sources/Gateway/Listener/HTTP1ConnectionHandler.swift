@@ -193,12 +193,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
 
     private func writeHead(_ head: HTTPResponseHead) {
         var buffer = outBuffer()
-        buffer.writeStatusLine(head.status, headers: head.headers)
-        var hasLength = false, hasConnection = false
-        for (name, _) in head.headers {
-            if HeaderList.equalNames(name, "Content-Length") { hasLength = true }
-            if HeaderList.equalNames(name, "Connection") { hasConnection = true }
-        }
+        let (hasLength, hasConnection) = buffer.writeStatusLine(head.status, headers: head.headers)
         let code = head.status.code
         if code < 200 {
             // Interim (100 Continue): the real answer follows.

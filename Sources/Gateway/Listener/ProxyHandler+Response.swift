@@ -89,7 +89,7 @@ extension ProxyHandler {
         nioHeaders.removeHopByHop()
         nioHeaders.replaceOrAdd(name: "X-Request-Id", value: call.requestID)
         call.route.config.responseHeaders.apply(to: &nioHeaders)
-        if !call.requestHead.keepsAlive || exchange.quiescing { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
+        if !call.keepAlive || exchange.quiescing { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
         call.responseHeadSent = true
         log.upstreamStatus = Int(upstreamHead.status.code)
         client.write(.head(HTTPResponseHead(version: call.requestHead.version, status: upstreamHead.status, headers: nioHeaders)))
@@ -121,7 +121,7 @@ extension ProxyHandler {
         clearDeadline()
         endStreaming()
         record(status: log.upstreamStatus ?? 0, outcome: "ok")
-        finishExchange(keepAlive: call.requestHead.keepsAlive)
+        finishExchange(keepAlive: call.keepAlive)
     }
 
     func upstreamFailed(_ error: UpstreamError, responseStarted: Bool) {

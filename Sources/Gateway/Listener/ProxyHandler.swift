@@ -53,7 +53,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// and a struct this size would be copied (and its references retained)
     /// at each.
     final class Call {
-        var requestHead: HTTPRequestHead
+        let requestHead: HTTPRequestHead
+        /// Whether the client keeps the connection, read from its head once.
+        let keepAlive: Bool
         var request: UpstreamRequest
         var route: Route
         var requestID: String
@@ -77,6 +79,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         init(requestHead: HTTPRequestHead, request: UpstreamRequest, route: Route, requestID: String,
              retry: RetryState<ContinuousClock>?, replayed: Bool = false) {
             self.requestHead = requestHead
+            keepAlive = requestHead.keepsAlive
             self.request = request
             self.route = route
             self.requestID = requestID

@@ -2,9 +2,8 @@ import NIOCore
 import NIOHTTP1
 
 /// Reads an upstream HTTP/1.1 connection's answers from its bytes and hands
-/// them to the connection. Holds its connection strongly: the pipeline is
-/// torn down when the channel closes, which ends the cycle.
-final class HTTP1UpstreamHandler: ChannelInboundHandler {
+/// them to the connection.
+final class HTTP1UpstreamHandler: UpstreamConnectionHandler {
     typealias InboundIn = ByteBuffer
 
     let connection: UpstreamConnection
@@ -21,16 +20,6 @@ final class HTTP1UpstreamHandler: ChannelInboundHandler {
             connection.failed(.reset("upstream \(connection.upstream) sent a malformed answer: \(error)"), answerArrived: true)
         }
         if received.readableBytes == 0 { received = ByteBuffer() }
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        connection.readComplete()
-        context.fireChannelReadComplete()
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        connection.writabilityChanged()
-        context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {

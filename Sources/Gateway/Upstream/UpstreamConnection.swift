@@ -199,20 +199,15 @@ final class UpstreamConnection {
     }
 }
 
-/// Turns an upstream HTTP/2 stream's answer parts into calls on its
-/// connection. Holds its connection strongly: the pipeline is torn down when
-/// the channel closes, which ends the cycle.
-final class UpstreamStreamHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPClientResponsePart
+/// A channel handler that feeds an UpstreamConnection (HTTP/1.1 bytes or
+/// HTTP/2 stream parts): the end of a read batch and writability changes
+/// pass straight to it. Holds its connection strongly: the pipeline is torn
+/// down when the channel closes, which ends the cycle.
+protocol UpstreamConnectionHandler: ChannelInboundHandler {
+    var connection: UpstreamConnection { get }
+}
 
-    let connection: UpstreamConnection
-
-    init(connection: UpstreamConnection) { self.connection = connection }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        connection.received(unwrapInboundIn(data))
-    }
-
+extension UpstreamConnectionHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         connection.readComplete()
         context.fireChannelReadComplete()
@@ -221,6 +216,19 @@ final class UpstreamStreamHandler: ChannelInboundHandler {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         connection.writabilityChanged()
         context.fireChannelWritabilityChanged()
+    }
+}
+
+/// Turns an upstream HTTP/2 stream's answer parts into calls on its connection.
+final class UpstreamStreamHandler: UpstreamConnectionHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    let connection: UpstreamConnection
+
+    init(connection: UpstreamConnection) { self.connection = connection }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        connection.received(unwrapInboundIn(data))
     }
 
     func channelInactive(context: ChannelHandlerContext) {
