@@ -82,6 +82,61 @@ import Testing
         #expect(!client.rawFrames.contains { $0.type == 0x7 })
     }
 
+    /// RFC 9113 §8.1.1, §8.2 and §8.3: a malformed request or trailer block
+    /// resets its own stream (PROTOCOL_ERROR), never reaches a route, and
+    /// the connection goes on serving.
+    @Test func malformedHeaderBlocksResetTheirStreamOnly() async throws {
+        let gateway = try await GatewayHarness.start(Self.yaml)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let base = [(":method", "GET"), (":scheme", "http"), (":authority", "a"), (":path", "/")]
+        let malformed: [[(String, String)]] = [
+            base + [("X-Upper", "1")],
+            base + [("x(a)", "1")],
+            base + [("connection", "keep-alive")],
+            base + [("transfer-encoding", "chunked")],
+            base + [("upgrade", "h2c")],
+            base + [("keep-alive", "5")],
+            base + [("proxy-connection", "close")],
+            base + [("te", "gzip")],
+            base + [("x-a", "a\r\nx-b: 1")],
+            base + [("x-a", "a\u{0}b")],
+            [(":method", "GET"), (":scheme", "http"), ("x-a", "1"), (":path", "/")],
+            base + [(":path", "/again")],
+            base + [(":status", "200")],
+            base + [(":protocol", "websocket")],
+            [(":method", "GET"), (":scheme", "http"), (":authority", "a"), (":path", "")],
+            [(":method", "GET"), (":scheme", "http"), (":authority", "a"), (":path", "/a b")],
+            [(":method", "GET"), (":scheme", "http"), (":authority", "a b"), (":path", "/")],
+            [(":method", "CONNECT"), (":authority", "a:443")],
+        ]
+        var stream: UInt32 = 1
+        for block in malformed {
+            client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: stream, payload: client.encodeHeaderBlock(block)))
+            client.run { [stream] in $0.rawFrames.contains { $0.type == 0x3 && $0.stream == stream } }
+            #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == stream && $0.errorCode == NGHTTP2_PROTOCOL_ERROR.rawValue },
+                    "\(block)")
+            #expect(!client.rawFrames.contains { $0.type == 0x1 && $0.stream == stream }, "\(block)")
+            stream += 2
+        }
+        // Trailers carry no pseudo-header fields.
+        let post = client.encodeHeaderBlock([(":method", "POST"), (":scheme", "http"), (":authority", "a"), (":path", "/")])
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: stream, payload: post)
+            + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: stream, payload: Array("x".utf8))
+            + NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: stream, payload: client.encodeHeaderBlock([(":path", "/t")])))
+        client.run { [stream] in $0.rawFrames.contains { $0.type == 0x3 && $0.stream == stream } }
+        #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == stream && $0.errorCode == NGHTTP2_PROTOCOL_ERROR.rawValue })
+        #expect(!client.rawFrames.contains { $0.type == 0x1 && $0.stream == stream })
+        // What is allowed: TE: trailers, and values with any other byte.
+        stream += 2
+        let valid = client.encodeHeaderBlock(base + [("te", "trailers"), ("x-a", "ä\tb")])
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: stream, payload: valid))
+        client.run { [stream] in $0.rawFrames.contains { $0.type == 0x0 && $0.stream == stream } }
+        #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == stream })
+        #expect(!client.rawFrames.contains { $0.type == 0x3 && $0.stream == stream })
+        #expect(!client.rawFrames.contains { $0.type == 0x7 })
+    }
+
     /// A stream the client resets mid-call: its upstream connection (in an
     /// unknown state) is dropped, and the connection's other streams go on.
     @Test func streamResetByTheClientAbandonsItsCallOnly() async throws {

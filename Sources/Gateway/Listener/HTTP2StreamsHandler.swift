@@ -68,13 +68,12 @@ final class HTTP2StreamsHandler: ChannelInboundHandler {
         case .headers(let headers):
             if let stream = streams[frame.streamID] {
                 // Trailers end the request; their fields are not forwarded.
+                guard HTTP2Fields.isValidTrailers(headers.headers) else { return refuse(frame.streamID, context: context) }
                 if headers.endStream { stream.received(.end(nil), endStream: true) }
                 return
             }
             guard let head = HTTPRequestHead(http2: headers.headers, endStream: headers.endStream) else {
-                context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.protocolError))),
-                                      promise: nil)
-                return
+                return refuse(frame.streamID, context: context)
             }
             let stream = HTTP2StreamClientSide(id: frame.streamID, connection: self, context: context)
             let proxy = ProxyHandler(slot: slot, isStream: true, client: stream)
@@ -90,6 +89,11 @@ final class HTTP2StreamsHandler: ChannelInboundHandler {
         default:
             break
         }
+    }
+
+    /// A malformed request (RFC 9113 §8.1.1) resets its stream only.
+    private func refuse(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError))), promise: nil)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -7,25 +7,31 @@ extension HTTPRequestHead {
     /// as swift-nio-http2's HTTP/1 translation makes it: `:authority`
     /// becomes `host` (RFC 9113 §8.3.1: it wins over a Host header), and a
     /// body-carrying method without a length says how its body is framed.
-    /// Nil when a mandatory pseudo-header is missing or one is unknown, or
-    /// when two Host fields stand in for a missing `:authority` (routing and
-    /// the upstream could read different ones).
+    /// Nil for a malformed block (RFC 9113 §8.2, §8.3, checked here in the one
+    /// walk over the fields instead of by swift-nio-http2's validator): an
+    /// unknown, repeated, late or missing pseudo-header, a name that is not a
+    /// lower-case token, a connection-specific field, `te` other than
+    /// `trailers`, CR, LF or NUL in a value; also for CONNECT, which the
+    /// gateway does not tunnel, and for two Host fields standing in for a
+    /// missing `:authority` (routing and the upstream could read different ones).
     init?(http2 block: HPACKHeaders, endStream: Bool) {
-        var method: String?, path: String?, authority: String?, scheme = false
+        var method: String?, path: String?, authority: String?, scheme: String?
         var headers = HTTPHeaders()
         headers.reserveCapacity(block.count + 1)
         var hasLength = false, hosts = 0
         for (name, value, _) in block {
             if name.utf8.first == UInt8(ascii: ":") {
+                guard headers.isEmpty, HTTP2Fields.isValidPseudoValue(value) else { return nil }
                 switch name {
-                case ":method": method = value
-                case ":path": path = value
-                case ":authority": authority = value
-                case ":scheme": scheme = true
+                case ":method" where method == nil: method = value
+                case ":path" where path == nil && !value.isEmpty: path = value
+                case ":authority" where authority == nil: authority = value
+                case ":scheme" where scheme == nil: scheme = value
                 default: return nil
                 }
                 continue
             }
+            guard HTTP2Fields.isAllowedRegular(name: name, value: value) else { return nil }
             if name == "host" {
                 if authority != nil { continue }
                 hosts += 1
@@ -34,15 +40,53 @@ extension HTTPRequestHead {
             if name == "content-length" { hasLength = true }
             headers.add(name: name, value: value)
         }
-        guard let method, let path, scheme, hosts <= 1 else { return nil }
+        guard let method, let path, scheme != nil, hosts <= 1, method != "CONNECT" else { return nil }
         if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
         let httpMethod = HTTPMethod(rawValue: method)
         switch httpMethod {
-        case .GET, .HEAD, .DELETE, .CONNECT, .TRACE: break
+        case .GET, .HEAD, .DELETE, .TRACE: break
         default:
             if !hasLength { headers.add(name: endStream ? "content-length" : "transfer-encoding", value: endStream ? "0" : "chunked") }
         }
         self.init(version: HTTPVersion(major: 2, minor: 0), method: httpMethod, uri: path, headers: headers)
+    }
+}
+
+/// RFC 9113 §8.2's rules for the fields of a block a client sends.
+enum HTTP2Fields {
+    /// A trailer block: regular fields only, each allowed.
+    static func isValidTrailers(_ block: HPACKHeaders) -> Bool {
+        block.allSatisfy { name, value, _ in name.utf8.first != UInt8(ascii: ":") && isAllowedRegular(name: name, value: value) }
+    }
+
+    /// A lower-case token name that is not connection-specific (`te` only as
+    /// `trailers`), and a value without CR, LF or NUL.
+    static func isAllowedRegular(name: String, value: String) -> Bool {
+        guard !name.isEmpty, name.utf8.allSatisfy(isLowercaseTokenByte), !value.utf8.contains(where: { $0 == 0 || $0 == 0x0A || $0 == 0x0D })
+        else { return false }
+        switch name.utf8.count {
+        case 2: return name != "te" || value == "trailers"
+        case 7: return name != "upgrade"
+        case 10: return name != "connection" && name != "keep-alive"
+        case 16: return name != "proxy-connection"
+        case 17: return name != "transfer-encoding"
+        default: return true
+        }
+    }
+
+    /// Pseudo-header values end up in a request line: no space, control
+    /// character or DEL (as swift-nio-http2 checks them).
+    static func isValidPseudoValue(_ value: String) -> Bool {
+        !value.utf8.contains { $0 <= 0x20 || $0 == 0x7F }
+    }
+
+    /// RFC 9110 tchar without upper-case letters (RFC 9113 §8.2.1).
+    private static func isLowercaseTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"): true
+        case 0x21, 0x23...0x27, 0x2A, 0x2B, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: true
+        default: false
+        }
     }
 }
 
