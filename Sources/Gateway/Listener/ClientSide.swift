@@ -21,4 +21,7 @@ protocol ClientSide: AnyObject {
     func close()
     /// Pauses or resumes reading the request (backpressure for streamed bodies).
     func setReading(_ on: Bool)
+    /// Calls the proxy's `deadlinePassed()` at `when` or later (a
+    /// connection's one LazyTimer serves its calls or streams).
+    func wake(at when: NIODeadline)
 }

@@ -7,7 +7,7 @@ import Rewriter
 /// handlers and no pipeline hop per request part. A pipelined request is
 /// read only once the answer before it has ended; until then its bytes wait
 /// here (and reading pauses once `maxWaitingBytes` wait).
-final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
+final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOScheduledCallbackHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -27,6 +27,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
     private var proxyWantsReading = true
     private var tooMuchWaiting = false
     private var reading = true
+    private var timer = LazyTimer()
 
     /// The answer being written: how its body is framed, and the bytes not
     /// yet handed to the channel (a small answer goes out as one write).
@@ -73,6 +74,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
     func handlerRemoved(context: ChannelHandlerContext) {
         proxy?.detach()
         proxy = nil
+        timer.cancel()
         self.context = nil
     }
 
@@ -123,6 +125,13 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
         }
     }
 
+    func wake(at when: NIODeadline) { timer.wake(at: when, on: eventLoop, handler: self) }
+
+    func handleScheduledCallback(eventLoop: some EventLoop) {
+        timer.fired()
+        proxy?.deadlinePassed()
+    }
+
     static func problem(_ error: HTTP1ParseError) -> Problem {
         switch error {
         case .headTooLarge:
@@ -145,6 +154,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide {
 
     func channelInactive(context: ChannelHandlerContext) {
         proxy?.abandonCall()
+        timer.cancel()
         context.fireChannelInactive()
     }
 

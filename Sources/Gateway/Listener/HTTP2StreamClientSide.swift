@@ -87,6 +87,8 @@ final class HTTP2StreamClientSide: ClientSide {
         connection.flush()
     }
 
+    func wake(at when: NIODeadline) { connection.wake(at: when) }
+
     func setReading(_ on: Bool) {
         guard reading != on else { return }
         reading = on

@@ -11,7 +11,7 @@ import NIOHTTP2
 /// and stream events after it; does the inbound flow control a child
 /// channel did: a stream's window is only reopened while its call reads, so
 /// a paused upload is held to one window.
-final class HTTP2StreamsHandler: ChannelInboundHandler {
+final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
@@ -29,6 +29,9 @@ final class HTTP2StreamsHandler: ChannelInboundHandler {
     /// sent before the peer opens its window (0 from a client that wants
     /// every byte on request; then nothing is read ahead from the upstream).
     private(set) var peerInitialWindow = defaultWindow
+    /// The streams' deadlines share one wake-up: no timer scheduled and
+    /// cancelled per stream.
+    private var timer = LazyTimer()
 
     /// The connection window is kept this open: every stream's data is
     /// bounded by its own window already.
@@ -154,7 +157,19 @@ final class HTTP2StreamsHandler: ChannelInboundHandler {
 
     func flush() { context?.flush() }
 
+    func wake(at when: NIODeadline) {
+        guard let context else { return }
+        timer.wake(at: when, on: context.eventLoop, handler: self)
+    }
+
+    /// Each stream whose deadline has not come yet asks again.
+    func handleScheduledCallback(eventLoop: some EventLoop) {
+        timer.fired()
+        for stream in streams.values { stream.proxy?.deadlinePassed() }
+    }
+
     private func closeAll() {
+        timer.cancel()
         let closing = streams.values
         streams = [:]
         for stream in closing { stream.closed() }

@@ -4,35 +4,19 @@ import Rewriter
 
 /// The connection's timer and the answers the gateway writes itself.
 extension ProxyHandler {
-    /// One timer per connection or stream, re-armed lazily: each call only
-    /// moves `deadline` (header, idle or route timeout); the scheduled task is
-    /// replaced only when the new deadline is earlier than the one it waits for.
+    /// Each call only moves `deadline` (header, idle or route timeout); the
+    /// client side's timer wakes this up when it passed, or earlier.
     func setDeadline(_ duration: Duration) {
         let deadline = NIODeadline.now() + duration.timeAmount
         self.deadline = deadline
-        if let scheduledFor, scheduledFor <= deadline, timer != nil { return }
-        schedule(at: deadline)
+        client.wake(at: deadline)
     }
 
     func clearDeadline() { deadline = nil }
 
-    func schedule(at when: NIODeadline) {
-        timer?.cancel()
-        scheduledFor = when
-        // A callback, not a task: no promise and no closure per HTTP/2 stream.
-        timer = try? client.eventLoop.assumeIsolated().scheduleCallback(at: when, handler: DeadlineCallback(proxy: self))
-    }
-
-    struct DeadlineCallback: NIOScheduledCallbackHandler {
-        let proxy: ProxyHandler
-        func handleScheduledCallback(eventLoop: some EventLoop) { proxy.deadlinePassed() }
-    }
-
     func deadlinePassed() {
-        timer = nil
-        scheduledFor = nil
         guard let deadline else { return }
-        if deadline > NIODeadline.now() { return schedule(at: deadline) }
+        if deadline > NIODeadline.now() { return client.wake(at: deadline) }
         self.deadline = nil
         timerFired()
     }

@@ -31,8 +31,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
     var streaming: Streaming?
 
     var call: Call?
-    var timer: NIOScheduledCallback?
-    var scheduledFor: NIODeadline?
     /// When the current wait (for a head, between requests, for an answer) ends.
     var deadline: NIODeadline?
     /// Request ids come from this: no syscall per call or per HTTP/2 stream.
@@ -102,7 +100,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// The connection or stream is gone: the call in flight is abandoned.
     func detach() {
         abandonCall()
-        timer = nil
         streaming = nil
     }
 
@@ -354,10 +351,10 @@ final class ProxyHandler: UpstreamResponseDelegate {
         answer(problem, to: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), close: true)
     }
 
-    /// The client is gone: no timer, and the upstream connection of a call
-    /// in flight is in an unknown state, so it is closed.
+    /// The client is gone: no deadline, and the upstream connection of a
+    /// call in flight is in an unknown state, so it is closed.
     func abandonCall() {
-        timer?.cancel()
+        clearDeadline()
         if let call {
             self.call = nil
             call.connection?.abandon()
