@@ -16,6 +16,10 @@ import Testing
             case "/bad": .init("HTTP/1.1 2000 Nope\r\n\r\n")
             case "/upgrade": .init("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
             case "/head": .init("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+            // These leave their socket open: only what they say ends the connection.
+            case "/says-close": .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: Keep-Alive, Close\r\n\r\nok")
+            case "/http10": .init("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            case "/http10-kept": .init("HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")
             default: .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             }
         }
@@ -77,6 +81,22 @@ import Testing
             let answers = kept.components(separatedBy: "HTTP/1.1 200 OK\r\n")
             #expect(answers.count == 3 && answers[1].contains("Connection: keep-alive\r\n") && answers[1].hasSuffix("\r\n\r\nok"))
             #expect(answers.count == 3 && !answers[2].contains("Connection: keep-alive") && answers[2].hasSuffix("\r\n\r\nok"))
+        }
+    }
+
+    /// RFC 9112 §9.3: `Connection: close`, or an HTTP/1.0 answer that did
+    /// not ask to keep the connection, ends it after this answer.
+    @Test func answersThatEndTheirConnectionAreNotReused() async throws {
+        try await Self.withRawGateway { gateway, upstream in
+            for target in ["/says-close", "/http10", "/http10-kept"] {
+                #expect(try curl(["\(gateway.base)\(target)"]).text == "ok")
+                #expect(try curl(["\(gateway.base)/plain"]).text == "ok")
+            }
+            let connections = upstream.requests.map(\.connection)
+            try #require(connections.count == 6)
+            #expect(connections[1] != connections[0])
+            #expect(connections[3] != connections[2])
+            #expect(connections[5] == connections[4])
         }
     }
 

@@ -120,6 +120,7 @@ struct HTTP1HeadReader {
         var length = false
         var coding = false
         var hosts = 0
+        var connection = ConnectionOptions()
     }
 
     /// The header fields up to the blank line.
@@ -133,6 +134,7 @@ struct HTTP1HeadReader {
             case 4 where HeaderList.equalNames(field.0, "Host"): key.hosts += 1
             case 14 where HeaderList.equalNames(field.0, "Content-Length"): key.length = true
             case 17 where HeaderList.equalNames(field.0, "Transfer-Encoding"): key.coding = true
+            case 10 where HeaderList.equalNames(field.0, "Connection"): key.connection.read(field.1)
             default: break
             }
             fields.append(field)

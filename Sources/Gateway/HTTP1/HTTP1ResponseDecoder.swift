@@ -10,7 +10,8 @@ struct HTTP1ResponseDecoder {
     private var head: HTTP1HeadReader
     private var body: HTTP1BodyReader?
     private var requestIsHEAD = false
-    /// The answer's framing leaves the connection unusable for another request.
+    /// The answer's framing, or its `Connection` field and version, leave
+    /// the connection unusable for another request.
     private(set) var mustClose = false
 
     init(maxHeadBytes: Int) { head = HTTP1HeadReader(limit: maxHeadBytes, bareLF: true) }
@@ -39,6 +40,7 @@ struct HTTP1ResponseDecoder {
         let code = responseHead.status.code
         // An interim answer (1xx but 101): the final one follows, its own head and body.
         if code < 200 && code != 101 { return .head(responseHead) }
+        if !fields.connection.keepsAlive(version: responseHead.version) { mustClose = true }
         if code == 101 || code == 204 || code == 304 || requestIsHEAD {
             // 101: the connection becomes a tunnel, never reused for HTTP.
             if code == 101 { mustClose = true }

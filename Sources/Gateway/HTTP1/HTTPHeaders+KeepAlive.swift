@@ -1,31 +1,40 @@
 import NIOHTTP1
 import Rewriter
 
-extension HTTPHeaders {
-    /// NIO's `isKeepAlive` without the arrays it builds for headers it did
-    /// not parse itself: `Connection: close` ends the connection,
-    /// `keep-alive` keeps it, otherwise HTTP/1.1 keeps it and HTTP/1.0 does not.
-    func keepAlive(version: HTTPVersion) -> Bool {
-        var keep: Bool?
-        for (name, value) in self where HeaderList.equalNames(name, "Connection") {
-            var token = value.utf8[...]
-            while !token.isEmpty {
-                let end = token.firstIndex(of: UInt8(ascii: ",")) ?? token.endIndex
-                let word = token[..<end].drop { $0 == .space || $0 == .tab }
-                let trimmed = word.prefix { $0 != .space && $0 != .tab }
-                if trimmed.elementsEqual("close".utf8, by: { $0 | 0x20 == $1 }) { return false }
-                if trimmed.elementsEqual("keep-alive".utf8, by: { $0 | 0x20 == $1 }) { keep = true }
-                token = end == token.endIndex ? token[end...] : token[token.index(after: end)...]
-            }
+/// What the tokens of a message's `Connection` fields say about keeping
+/// the connection: `close` ends it, `keep-alive` keeps it, otherwise HTTP/1.1
+/// keeps it and HTTP/1.0 does not.
+struct ConnectionOptions {
+    var close = false
+    var keepAlive = false
+
+    /// Reads one `Connection` field value (`close, X-Foo`), without the
+    /// arrays NIO's `isKeepAlive` builds.
+    mutating func read(_ value: String) {
+        var token = value.utf8[...]
+        while !token.isEmpty {
+            let end = token.firstIndex(of: UInt8(ascii: ",")) ?? token.endIndex
+            let word = token[..<end].drop { $0 == .space || $0 == .tab }
+            let trimmed = word.prefix { $0 != .space && $0 != .tab }
+            if trimmed.elementsEqual("close".utf8, by: { $0 | 0x20 == $1 }) { close = true }
+            if trimmed.elementsEqual("keep-alive".utf8, by: { $0 | 0x20 == $1 }) { keepAlive = true }
+            token = end == token.endIndex ? token[end...] : token[token.index(after: end)...]
         }
-        return keep ?? (version.major == 1 && version.minor >= 1)
+    }
+
+    func keepsAlive(version: HTTPVersion) -> Bool {
+        !close && (keepAlive || (version.major == 1 && version.minor >= 1))
+    }
+}
+
+extension HTTPHeaders {
+    func keepAlive(version: HTTPVersion) -> Bool {
+        var options = ConnectionOptions()
+        for (name, value) in self where HeaderList.equalNames(name, "Connection") { options.read(value) }
+        return options.keepsAlive(version: version)
     }
 }
 
 extension HTTPRequestHead {
-    var keepsAlive: Bool { headers.keepAlive(version: version) }
-}
-
-extension HTTPResponseHead {
     var keepsAlive: Bool { headers.keepAlive(version: version) }
 }

@@ -150,7 +150,6 @@ final class UpstreamConnection {
             // 1xx interim answers are not forwarded; the final answer follows.
             if head.status.code < 200 { return }
             responseStarted = true
-            if !head.keepsAlive { keepAlive = false }
             delegate.upstreamHead(head)
         case .body(let buffer):
             delegate.upstreamBody(buffer)
