@@ -31,7 +31,7 @@ extension ProxyHandler {
         guard let call else { return }
         let pool = shared.pools.pool(for: client.eventLoop)
         // An idle pooled connection is used at once: no future, no callback.
-        if let connection = pool.takeIdle(call.route.upstream) { return send(on: connection) }
+        if let connection = pool.takeIdle(call.route.upstream.name) { return send(on: connection) }
         pool.acquire(call.route.upstream).whenComplete { [self] result in
             guard self.call != nil else {
                 // The call ended (deadline, client gone) while we waited.

@@ -247,7 +247,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         // Taken, not copied: editing a list still shared would copy it.
         var headers = HeaderList()
         swap(&headers, &requestHeaders)
-        let route = match.route, upstream = route.upstream
+        // The upstream's config is read in place (a local copy retains all of it).
+        let route = match.route
         headers.remove("Content-Length")
         headers.remove("Transfer-Encoding")
         if !body.isEmpty { headers.add("Content-Length", String(body.count)) }
@@ -255,11 +256,11 @@ final class ProxyHandler: UpstreamResponseDelegate {
         let request: UpstreamRequest
         do {
             request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: headers, body: body,
-                                                route: route.config, upstream: upstream, captures: match.captures, client: client)
+                                                route: route.config, upstream: route.upstream, captures: match.captures, client: client)
         } catch {
             return answer(error, to: head, requestID: client.requestID)
         }
-        if upstream.isEcho {
+        if route.isEcho {
             var responseHeaders: HeaderList = ["Content-Type": "application/json", "X-Request-Id": client.requestID]
             route.config.responseHeaders.apply(to: &responseHeaders)
             return answer(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)

@@ -6,6 +6,8 @@ import Rewriter
 public final class Route: Sendable {
     public let config: RouteConfig
     public let upstream: UpstreamConfig
+    /// The built-in echo answers: no upstream connection.
+    public let isEcho: Bool
     /// Nothing reads the request body (no rewrite, no body validator, not echo):
     /// it streams upstream as it arrives, unless the method may be retried
     /// (`streamsBody(method:)`).
@@ -19,6 +21,7 @@ public final class Route: Sendable {
     init(config: RouteConfig, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, metrics: GatewayMetrics) {
         self.config = config
         self.upstream = upstream
+        isEcho = upstream.isEcho
         self.metrics = RouteMetrics(route: config.name, upstream: upstream.name, factory: metrics.factory)
         retryBudget = config.retry?.budget.map(RetryBudget.init)
         var specs: [RefreshSpec] = []

@@ -38,9 +38,9 @@ final class UpstreamPool {
     }
 
     /// An idle kept-alive connection, when there is one.
-    func takeIdle(_ upstream: UpstreamConfig) -> UpstreamConnection? {
+    func takeIdle(_ upstream: String) -> UpstreamConnection? {
         eventLoop.assertInEventLoop()
-        guard let slot = slots[upstream.name] else { return nil }
+        guard let slot = slots[upstream] else { return nil }
         while let connection = slot.idle.popLast() {
             if connection.channel.isActive { return connection }
         }
@@ -49,7 +49,7 @@ final class UpstreamPool {
 
     /// An idle connection, a new one, or a wait for one to be released.
     func acquire(_ upstream: UpstreamConfig) -> EventLoopFuture<UpstreamConnection> {
-        if let connection = takeIdle(upstream) { return eventLoop.makeSucceededFuture(connection) }
+        if let connection = takeIdle(upstream.name) { return eventLoop.makeSucceededFuture(connection) }
         guard let url = upstream.url else {
             return eventLoop.makeFailedFuture(UpstreamError.unsupported("echo is answered in process"))
         }
