@@ -12,7 +12,10 @@ extension Rule {
             for name in path.variableNames { params.removeValue(forKey: name) }
             target = expanded.first == UInt8(ascii: "/") ? expanded : [UInt8(ascii: "/")] + expanded
         } else {
-            target = Array(request.path.utf8)
+            // Room for the query parameters as escaped too: one allocation.
+            target = []
+            target.reserveCapacity(request.path.utf8.count + 2 * (request.body.count + (request.query?.utf8.count ?? 0)) + 64)
+            target.append(contentsOf: request.path.utf8)
         }
 
         let placement = placement(for: method)

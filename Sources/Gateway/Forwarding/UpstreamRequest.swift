@@ -20,12 +20,17 @@ public struct UpstreamRequest: Sendable, Hashable {
     /// Lowest precedence first: the client's headers (hop-by-hop dropped, the
     /// X-Forwarded-* and X-Request-Id of `client` added), the
     /// upstream's `headers`, the route's `headers`, then the encoder's
-    /// Content-Type and Content-Length. Throws the client's 4xx problem.
+    /// Content-Type and Content-Length. Throws the client's 4xx problem. The
+    /// client's list is consumed: edited in place, not copied, when the
+    /// caller lets go of it.
     public static func build(
-        method: String, target: String, headers clientHeaders: HeaderList, body: [UInt8],
+        method: String, target: String, headers clientHeaders: consuming HeaderList, body: [UInt8],
         route: RouteConfig, upstream: UpstreamConfig, captures: [(name: String, value: String)] = [],
         client: ClientInfo? = nil, boundary: () -> String = MultipartEncoder.randomBoundary
     ) throws(Problem) -> UpstreamRequest {
+        let contentType = route.rewrite == nil ? nil : clientHeaders["Content-Type"]
+        // A streamed body (the client's length or chunks) is framed as it came.
+        let streamed = route.rewrite == nil && (clientHeaders.contains("Content-Length") || clientHeaders.contains("Transfer-Encoding"))
         var headers = clientHeaders
         headers.removeHopByHop()
         // The gateway answers `Expect: 100-continue` itself.
@@ -35,9 +40,9 @@ public struct UpstreamRequest: Sendable, Hashable {
         upstream.headers.apply(to: &headers)
         route.headers.apply(to: &headers)
 
-        var request = UpstreamRequest(method: method, target: target, headers: headers, body: body.isEmpty ? nil : body)
+        var request = UpstreamRequest(method: method, target: target, headers: consume headers, body: body.isEmpty ? nil : body)
         if let rule = route.rewrite {
-            var incoming = IncomingRequest(method: method, target: target, contentType: clientHeaders["Content-Type"], body: body)
+            var incoming = IncomingRequest(method: method, target: target, contentType: contentType, body: body)
             incoming.captures = captures
             let rewritten: RewrittenRequest
             do {
@@ -52,8 +57,6 @@ public struct UpstreamRequest: Sendable, Hashable {
             request.headers.remove("Content-Length")
             if let contentType = rewritten.contentType { request.headers.add("Content-Type", contentType) }
         }
-        // A streamed body (the client's length or chunks) is framed as it came.
-        let streamed = route.rewrite == nil && (clientHeaders.contains("Content-Length") || clientHeaders.contains("Transfer-Encoding"))
         if request.body != nil || !streamed {
             request.frameBody()
         }

@@ -255,7 +255,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         let client = clientInfo(headers)
         let request: UpstreamRequest
         do {
-            request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: headers, body: body,
+            request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: consume headers, body: body,
                                                 route: route.config, upstream: route.upstream, captures: match.captures, client: client)
         } catch {
             return answer(error, to: head, requestID: client.requestID)

@@ -53,8 +53,11 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
 
     public mutating func remove(_ name: String) {
         // Absent (the usual case): no mutation, so no copy of a shared list.
-        guard contains(name) else { return }
-        fields.removeAll { Self.equalNames($0.name, name) }
+        guard var i = fields.firstIndex(where: { Self.equalNames($0.name, name) }) else { return }
+        fields.remove(at: i)
+        while i < fields.count {
+            if Self.equalNames(fields[i].name, name) { fields.remove(at: i) } else { i += 1 }
+        }
     }
 
     public mutating func removeAll(where predicate: (Field) -> Bool) {

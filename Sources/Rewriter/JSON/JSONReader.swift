@@ -82,7 +82,9 @@ private struct Cursor {
     mutating func readObject(depth: Int) throws(JSONError) -> JSONObject {
         guard depth <= maxDepth else { throw JSONError("nesting deeper than \(maxDepth) levels", at: index) }
         index += 1
-        var object = JSONObject(reservingCapacity: 8)
+        // A request's parameter object (the top level) usually holds a few
+        // to a dozen keys: room for 16 at once, not a growth series.
+        var object = JSONObject(reservingCapacity: depth == 1 ? 16 : 4)
         var seen: Set<String>?
         skipWhitespace()
         if current == UInt8(ascii: "}") {
