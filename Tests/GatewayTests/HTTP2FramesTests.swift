@@ -22,6 +22,9 @@ import Testing
             let body = String(decoding: response.body, as: UTF8.self)
             #expect(body.hasPrefix(#"{"method":"GET","path":"/s/\#(i + 1)","query":"n=\#(i + 1)""#))
             #expect(body.contains(#"["x-call","\#(i + 1)"]"#))
+            // The whole answer in one DATA frame that also ends the stream.
+            let data = client.rawFrames.filter { $0.type == 0x0 && $0.stream == UInt32(stream) }
+            #expect(data.count == 1 && data.first?.flags == 0x1 && data.first?.length == response.body.count)
         }
         #expect(client.goAwayCode == nil)
     }

@@ -20,6 +20,11 @@ final class HTTP2StreamClientSide: ClientSide {
     /// The stream's receive window as last reported, reopened while reading.
     private var receiveWindow: Int?
     private var sendWindow: Int
+    /// The answer's latest body part, written on the next write, flush or
+    /// end: a small answer's only DATA frame then carries END_STREAM, with
+    /// no empty frame after it (one frame less per stream through
+    /// swift-nio-http2's state machine, flow control and encoder).
+    private var heldData: ByteBuffer?
 
     let eventLoop: EventLoop
     let allocator: ByteBufferAllocator
@@ -49,7 +54,8 @@ final class HTTP2StreamClientSide: ClientSide {
         case .head(let head):
             connection.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: HPACKHeaders(response: head)))))
         case .body(.byteBuffer(let buffer)):
-            connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(buffer)))))
+            writeHeldData()
+            heldData = buffer
         case .body(.fileRegion):
             preconditionFailure("answers carry no file regions")
         case .end:
@@ -57,7 +63,16 @@ final class HTTP2StreamClientSide: ClientSide {
         }
     }
 
-    func flush() { connection.flush() }
+    func flush() {
+        writeHeldData()
+        connection.flush()
+    }
+
+    private func writeHeldData(endStream: Bool = false) {
+        guard let data = heldData else { return }
+        heldData = nil
+        connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(data), endStream: endStream))))
+    }
 
     /// RFC 9113 §8.1: an answer may end before the request did. The rest of
     /// the request is then read and dropped for up to the call's `lingerTime`
@@ -66,7 +81,11 @@ final class HTTP2StreamClientSide: ClientSide {
     func end(close: Bool) {
         guard open, !answerEnded else { return }
         answerEnded = true
-        connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(allocator.buffer(capacity: 0)), endStream: true))))
+        if heldData != nil {
+            writeHeldData(endStream: true)
+        } else {
+            connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(allocator.buffer(capacity: 0)), endStream: true))))
+        }
         connection.flush()
         guard close, !requestEnded else { return }
         setReading(true)
@@ -83,6 +102,7 @@ final class HTTP2StreamClientSide: ClientSide {
     func close() {
         guard open, !(answerEnded && requestEnded) else { return }
         open = false
+        heldData = nil
         connection.write(HTTP2Frame(streamID: id, payload: .rstStream(.cancel)))
         connection.flush()
     }
@@ -113,6 +133,7 @@ final class HTTP2StreamClientSide: ClientSide {
     /// The stream is over (both sides ended, reset, or the connection went).
     func closed() {
         open = false
+        heldData = nil
         let proxy = self.proxy
         self.proxy = nil
         proxy?.shared.metrics.streams.decrement()

@@ -23,7 +23,7 @@ final class NGHTTP2Client {
     private(set) var connectionClosed = false
     /// Every frame the server sent, read off the wire independently of the
     /// session (which ignores frames on streams it did not open itself).
-    private(set) var rawFrames: [(type: UInt8, stream: UInt32, errorCode: UInt32?)] = []
+    private(set) var rawFrames: [(type: UInt8, stream: UInt32, errorCode: UInt32?, flags: UInt8, length: Int)] = []
     private var rawBuffer: [UInt8] = []
 
     /// `initialWindowSize`: SETTINGS_INITIAL_WINDOW_SIZE to announce (how much
@@ -192,7 +192,7 @@ final class NGHTTP2Client {
             if offset >= 0, payload.count >= offset + 4 {
                 code = payload[offset..<(offset + 4)].reduce(0) { $0 << 8 | UInt32($1) }
             }
-            rawFrames.append((type, stream, code))
+            rawFrames.append((type, stream, code, rawBuffer[4], length))
             rawBuffer.removeFirst(9 + length)
         }
     }
