@@ -105,6 +105,7 @@ import Testing
             base + [("x-a", "a\r\nx-b: 1")],
             base + [("x-a", "a\u{0}b")],
             [(":method", "GET"), (":scheme", "http"), ("x-a", "1"), (":path", "/")],
+            [(":method", "GET"), (":scheme", "http"), (":authority", "a"), ("host", "a"), (":path", "/")],
             base + [(":path", "/again")],
             base + [(":status", "200")],
             base + [(":protocol", "websocket")],

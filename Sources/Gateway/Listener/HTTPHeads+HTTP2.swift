@@ -18,10 +18,10 @@ extension HTTPRequestHead {
         var method: String?, path: String?, authority: String?, scheme: String?
         var headers = HTTPHeaders()
         headers.reserveCapacity(block.count + 1)
-        var hasLength = false, hosts = 0
+        var hasLength = false, hosts = 0, regular = false
         for (name, value, _) in block {
             if name.utf8.first == UInt8(ascii: ":") {
-                guard headers.isEmpty, HTTP2Fields.isValidPseudoValue(value) else { return nil }
+                guard !regular, HTTP2Fields.isValidPseudoValue(value) else { return nil }
                 switch name {
                 case ":method" where method == nil: method = value
                 case ":path" where path == nil && !value.isEmpty: path = value
@@ -32,6 +32,7 @@ extension HTTPRequestHead {
                 continue
             }
             guard HTTP2Fields.isAllowedRegular(name: name, value: value) else { return nil }
+            regular = true
             if name == "host" {
                 if authority != nil { continue }
                 hosts += 1
