@@ -67,7 +67,7 @@ extension ProxyHandler {
         }
     }
 
-    func upstreamHead(_ upstreamHead: HTTPResponseHead) {
+    func upstreamHead(_ upstreamHead: consuming HTTPResponseHead) {
         if call?.retry != nil,
             call?.route.config.validate.contains(where: \.readsBody) == true || shared.validators.contains(where: \.readsBody)
         {
@@ -82,17 +82,19 @@ extension ProxyHandler {
         writeHead(upstreamHead)
     }
 
-    /// The answer's head goes to the client, edited in NIO's form (no conversion).
-    func writeHead(_ upstreamHead: HTTPResponseHead) {
+    /// The answer's head goes to the client, edited in NIO's form (no
+    /// conversion) and in place: handed over, not shared, it is not copied.
+    func writeHead(_ upstreamHead: consuming HTTPResponseHead) {
         guard let call else { return }
-        var nioHeaders = upstreamHead.headers
-        nioHeaders.removeHopByHop()
-        nioHeaders.replaceOrAdd(name: "X-Request-Id", value: call.requestID)
-        call.route.config.responseHeaders.apply(to: &nioHeaders)
-        if !call.keepAlive || exchange.quiescing { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
+        var head = upstreamHead
+        head.headers.removeHopByHop()
+        head.headers.replaceOrAdd(name: "X-Request-Id", value: call.requestID)
+        call.route.config.responseHeaders.apply(to: &head.headers)
+        if !call.keepAlive || exchange.quiescing { head.headers.replaceOrAdd(name: "Connection", value: "close") }
+        head.version = call.requestHead.version
         call.responseHeadSent = true
-        log.upstreamStatus = Int(upstreamHead.status.code)
-        client.write(.head(HTTPResponseHead(version: call.requestHead.version, status: upstreamHead.status, headers: nioHeaders)))
+        log.upstreamStatus = Int(head.status.code)
+        client.write(.head(head))
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {

@@ -5,7 +5,8 @@ import NIOHTTP2
 /// What receives an upstream's answer, part by part, on the connection's
 /// event loop (the downstream call's own loop).
 protocol UpstreamResponseDelegate: AnyObject {
-    func upstreamHead(_ head: HTTPResponseHead)
+    /// Consumed: the call edits the head it was handed in place.
+    func upstreamHead(_ head: consuming HTTPResponseHead)
     func upstreamBody(_ buffer: ByteBuffer)
     func upstreamEnd()
     /// `responseStarted`: whether any part of the answer had arrived.
@@ -139,9 +140,9 @@ final class UpstreamConnection {
     }
 
     /// A part of the answer arrived.
-    func received(_ part: HTTPClientResponsePart) {
+    func received(_ part: consuming HTTPClientResponsePart) {
         guard let delegate else { return }
-        switch part {
+        switch consume part {
         case .head(let head):
             // The request asked for no upgrade (Upgrade is hop-by-hop): a tunnel is not forwarded.
             if head.status.code == 101 {

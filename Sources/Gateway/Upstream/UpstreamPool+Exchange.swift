@@ -46,7 +46,7 @@ final class BufferedResponse: UpstreamResponseDelegate {
         promise.fail(error)
     }
 
-    func upstreamHead(_ head: HTTPResponseHead) { self.head = head }
+    func upstreamHead(_ head: consuming HTTPResponseHead) { self.head = head }
 
     func upstreamBody(_ buffer: ByteBuffer) {
         body.append(contentsOf: buffer.readableBytesView)
