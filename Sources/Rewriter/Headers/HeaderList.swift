@@ -45,16 +45,18 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
             return
         }
         fields[first] = Field(name: name, value: value)
-        var i = first + 1
-        while i < fields.count {
-            if Self.equalNames(fields[i].name, name) { fields.remove(at: i) } else { i += 1 }
-        }
+        removeFields(named: name, from: first + 1)
     }
 
     public mutating func remove(_ name: String) {
         // Absent (the usual case): no mutation, so no copy of a shared list.
-        guard var i = fields.firstIndex(where: { Self.equalNames($0.name, name) }) else { return }
-        fields.remove(at: i)
+        guard let first = fields.firstIndex(where: { Self.equalNames($0.name, name) }) else { return }
+        removeFields(named: name, from: first)
+    }
+
+    /// One walk from `start`, in place.
+    private mutating func removeFields(named name: String, from start: Int) {
+        var i = start
         while i < fields.count {
             if Self.equalNames(fields[i].name, name) { fields.remove(at: i) } else { i += 1 }
         }

@@ -27,14 +27,10 @@ struct ConnectionOptions {
     }
 }
 
-extension HTTPHeaders {
-    func keepAlive(version: HTTPVersion) -> Bool {
+extension HTTPRequestHead {
+    var keepsAlive: Bool {
         var options = ConnectionOptions()
-        for (name, value) in self where HeaderList.equalNames(name, "Connection") { options.read(value) }
+        for (name, value) in headers where HeaderList.equalNames(name, "Connection") { options.read(value) }
         return options.keepsAlive(version: version)
     }
-}
-
-extension HTTPRequestHead {
-    var keepsAlive: Bool { headers.keepAlive(version: version) }
 }
