@@ -138,6 +138,14 @@ import Testing
         client.run { [stream] in $0.rawFrames.contains { $0.type == 0x0 && $0.stream == stream } }
         #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == stream })
         #expect(!client.rawFrames.contains { $0.type == 0x3 && $0.stream == stream })
+        // A body ended by well-formed trailers is answered too.
+        stream += 2
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: stream, payload: post)
+            + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: stream, payload: Array("x".utf8))
+            + NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: stream, payload: client.encodeHeaderBlock([("x-checksum", "abc")])))
+        client.run { [stream] in $0.rawFrames.contains { $0.type == 0x0 && $0.stream == stream } }
+        #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == stream })
+        #expect(!client.rawFrames.contains { $0.type == 0x3 && $0.stream == stream })
         #expect(!client.rawFrames.contains { $0.type == 0x7 })
     }
 
