@@ -154,7 +154,6 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
 
     func channelInactive(context: ChannelHandlerContext) {
         proxy?.abandonCall()
-        timer.cancel()
         context.fireChannelInactive()
     }
 

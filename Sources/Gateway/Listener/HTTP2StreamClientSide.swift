@@ -81,11 +81,9 @@ final class HTTP2StreamClientSide: ClientSide {
     func end(close: Bool) {
         guard open, !answerEnded else { return }
         answerEnded = true
-        if heldData != nil {
-            writeHeldData(endStream: true)
-        } else {
-            connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(allocator.buffer(capacity: 0)), endStream: true))))
-        }
+        // An answer without a body still ends with a DATA frame: an empty one.
+        if heldData == nil { heldData = allocator.buffer(capacity: 0) }
+        writeHeldData(endStream: true)
         connection.flush()
         guard close, !requestEnded else { return }
         setReading(true)

@@ -91,7 +91,6 @@ extension ProxyHandler {
         head.headers.replaceOrAdd(name: "X-Request-Id", value: call.requestID)
         call.route.config.responseHeaders.apply(to: &head.headers)
         if !call.keepAlive || exchange.quiescing { head.headers.replaceOrAdd(name: "Connection", value: "close") }
-        head.version = call.requestHead.version
         call.responseHeadSent = true
         log.upstreamStatus = Int(head.status.code)
         client.write(.head(head))
