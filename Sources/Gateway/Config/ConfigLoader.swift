@@ -201,7 +201,7 @@ extension ConfigReader {
     }
 
     func readUpstream(_ node: Node, _ path: String, name: String) -> UpstreamConfig? {
-        guard let fields = mapping(node, path, known: ["url", "max_connections", "connect_timeout", "http2", "headers", "tls"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["url", "max_connections", "connect_timeout", "idle_timeout", "http2", "headers", "tls"]) else { return nil }
         defer { fields.finish() }
         guard let urlNode = fields.take("url") else {
             report(node, fields.path("url"), "missing")
@@ -217,6 +217,7 @@ extension ConfigReader {
             upstream.maxConnections = v
         }
         if let n = fields.take("connect_timeout"), let v = duration(n, fields.path("connect_timeout")) { upstream.connectTimeout = v }
+        if let n = fields.take("idle_timeout"), let v = duration(n, fields.path("idle_timeout")) { upstream.idleTimeout = v }
         if let n = fields.take("http2"), let v = bool(n, fields.path("http2")) { upstream.http2 = v }
         if let n = fields.take("headers") { upstream.headers = readHeaderRules(n, fields.path("headers")) }
         if let n = fields.take("tls"), let tls = mapping(n, fields.path("tls"), known: ["ca_file", "server_name"]) {

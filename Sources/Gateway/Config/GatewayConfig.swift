@@ -118,6 +118,10 @@ public struct UpstreamConfig: Sendable, Hashable {
     public var url: UpstreamURL?
     public var maxConnections: Int
     public var connectTimeout: Duration
+    /// A pooled connection idle this long is closed, not reused: below the
+    /// keep-alive timeouts of common servers (Node's 5 s), so the upstream
+    /// rarely closes a connection just as a request goes out on it.
+    public var idleTimeout: Duration
     public var http2: Bool
     public var headers: HeaderRules
     /// For https upstreams: extra trust and the name to verify.
@@ -125,12 +129,13 @@ public struct UpstreamConfig: Sendable, Hashable {
 
     public init(
         name: String, url: UpstreamURL?, maxConnections: Int = 64, connectTimeout: Duration = .seconds(1),
-        http2: Bool = false, headers: HeaderRules = HeaderRules(), tls: UpstreamTLS = UpstreamTLS()
+        idleTimeout: Duration = .seconds(4), http2: Bool = false, headers: HeaderRules = HeaderRules(), tls: UpstreamTLS = UpstreamTLS()
     ) {
         self.name = name
         self.url = url
         self.maxConnections = maxConnections
         self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
         self.http2 = http2
         self.headers = headers
         self.tls = tls

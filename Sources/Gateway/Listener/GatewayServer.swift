@@ -24,6 +24,8 @@ public actor GatewayServer {
     /// Listening and not draining: what `/readyz` says.
     public nonisolated let status = ServingStatus()
     private var pools: UpstreamPools?
+    /// Credentials and budget windows, by route name, across reloads.
+    private let routeState = RouteStateRegistry()
     /// Sockets from systemd socket activation, not yet used by a listener.
     private var inherited: InheritedSockets
     private var listeners: [ListenerKey: BoundListener] = [:]
@@ -150,7 +152,7 @@ public actor GatewayServer {
     /// One context per listener of `config`, sharing one router and one set
     /// of upstream pools.
     private func makeContexts(_ config: GatewayConfig) throws -> [ListenerContext] {
-        let router = Router(config: config, metrics: metrics)
+        let router = Router(config: config, metrics: metrics, state: routeState)
         let pools = try UpstreamPools(group: group, upstreams: config.upstreams)
         var logger = logger
         logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info

@@ -18,17 +18,18 @@ public final class Route: Sendable {
     let refreshers: [CredentialRefresher]
     let metrics: RouteMetrics
 
-    init(config: RouteConfig, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, metrics: GatewayMetrics) {
+    init(config: RouteConfig, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, metrics: GatewayMetrics,
+         state: RouteStateRegistry) {
         self.config = config
         self.upstream = upstream
         isEcho = upstream.isEcho
         self.metrics = RouteMetrics(route: config.name, upstream: upstream.name, factory: metrics.factory)
-        retryBudget = config.retry?.budget.map(RetryBudget.init)
+        retryBudget = config.retry?.budget.map { state.budget(route: config.name, $0) }
         var specs: [RefreshSpec] = []
         for validator in config.validate {
             for case .refresh(let spec) in [validator.then, validator.otherwise] where !specs.contains(spec) { specs.append(spec) }
         }
-        refreshers = specs.compactMap { spec in upstreams(spec.upstream).map { CredentialRefresher(spec: spec, upstream: $0) } }
+        refreshers = specs.compactMap { spec in upstreams(spec.upstream).map { state.refresher(route: config.name, spec: spec, upstream: $0) } }
         nothingReadsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
     }
 
@@ -51,10 +52,14 @@ public struct Router: Sendable {
     public let routes: [Route]
 
     /// Every route's upstream must exist in `config` (the loader checks it).
-    public init(config: GatewayConfig, metrics: GatewayMetrics = GatewayMetrics(factory: NOOPMetricsHandler.instance)) {
+    /// Routes take their runtime state from `state`, which outlives reloads.
+    public init(config: GatewayConfig, metrics: GatewayMetrics = GatewayMetrics(factory: NOOPMetricsHandler.instance),
+                state: RouteStateRegistry = RouteStateRegistry()) {
         routes = config.routes.map {
-            Route(config: $0, upstream: config.upstream(named: $0.upstream)!, upstreams: config.upstream(named:), metrics: metrics)
+            Route(config: $0, upstream: config.upstream(named: $0.upstream)!, upstreams: config.upstream(named:), metrics: metrics,
+                  state: state)
         }
+        state.keep(only: routes)
     }
 
     /// `path` is the raw request path (no query).

@@ -9,12 +9,23 @@ protocol UpstreamResponseDelegate: AnyObject {
     func upstreamHead(_ head: consuming HTTPResponseHead)
     func upstreamBody(_ buffer: ByteBuffer)
     func upstreamEnd()
-    /// `responseStarted`: whether any part of the answer had arrived.
-    func upstreamFailed(_ error: UpstreamError, responseStarted: Bool)
+    /// `progress`: how far the try got before it failed.
+    func upstreamFailed(_ error: UpstreamError, progress: TryProgress)
     /// The upstream socket can take more (or no more) of a streamed request body.
     func upstreamWritabilityChanged(_ writable: Bool)
     /// The end of one read batch: the time to flush what was written downstream.
     func upstreamReadComplete()
+}
+
+/// How far a failed try got: what decides whether it may be sent again.
+enum TryProgress: Sendable {
+    /// Provably no byte of the request reached the upstream: the connection
+    /// was closed before it was written, or closed by the failing write itself.
+    case unsent
+    /// The request went out (wholly or in part); no response yet.
+    case sent
+    /// A response (or bytes of a malformed one) arrived.
+    case responseStarted
 }
 
 /// One keep-alive HTTP/1.1 connection to an upstream, owned by a pool on
@@ -27,11 +38,13 @@ final class UpstreamConnection {
     let channel: Channel
     let upstream: String
     let isStream: Bool
-    /// How many requests this connection has carried (a reused connection may
-    /// have been closed by the upstream just as we sent: safe to replay once).
-    private(set) var uses = 0
     private var delegate: UpstreamResponseDelegate?
     private(set) var responseStarted = false
+    /// The request is being written (one write): a close that happens
+    /// inside that write was caused by it failing, before any byte went out.
+    private var writing = false
+    /// Some of the request was handed to the socket.
+    private var requestWritten = false
     private var keepAlive = true
     /// False while a streamed request body is still being sent: an answer that
     /// ends before it leaves the connection's framing unfinished, never reusable.
@@ -66,7 +79,12 @@ final class UpstreamConnection {
         var out = start(request, delegate: delegate, extra: request.body?.count ?? 0)
         if let body = request.body { out.writeBytes(body) }
         requestComplete = true
+        guard channel.isActive else { return closed() }
+        // NIO reports a failed write by closing the channel inside this call.
+        writing = true
         channel.writeAndFlush(out, promise: nil)
+        writing = false
+        requestWritten = true
         spare.keep(out)
     }
 
@@ -74,19 +92,22 @@ final class UpstreamConnection {
     func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
         guard isStream else {
             let out = start(request, delegate: delegate, extra: 0)
+            guard channel.isActive else { return closed() }
+            requestWritten = true
             channel.write(out, promise: nil)
             return spare.keep(out)
         }
         begin(request, delegate: delegate)
         let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target,
                                    headers: request.headers.httpHeaders)
+        requestWritten = true
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
     }
 
     private func begin(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
         self.delegate = delegate
-        uses += 1
         responseStarted = false
+        requestWritten = false
         requestComplete = false
         keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
     }
@@ -165,25 +186,34 @@ final class UpstreamConnection {
 
     func writabilityChanged() { delegate?.upstreamWritabilityChanged(channel.isWritable) }
 
+    private var progress: TryProgress {
+        if responseStarted { return .responseStarted }
+        return requestWritten && !writing ? .sent : .unsent
+    }
+
     /// The call in flight, if any, failed: the connection is closed.
     /// `answerArrived`: bytes of an answer came (a malformed one), so the
-    /// upstream saw the request and it is not replayed.
+    /// upstream saw the request.
     func failed(_ error: UpstreamError, answerArrived: Bool = false) {
         if let delegate {
             self.delegate = nil
-            delegate.upstreamFailed(error, responseStarted: responseStarted || answerArrived)
+            delegate.upstreamFailed(error, progress: answerArrived ? .responseStarted : progress)
         }
         channel.close(promise: nil)
     }
 
-    /// The channel closed.
+    /// The channel closed (or was found closed when a request was to go out).
     func closed() {
-        if !isStream { pool?.closed(self) }
+        if !isStream, !wasClosed { pool?.closed(self) }
+        wasClosed = true
         if let delegate {
             self.delegate = nil
-            delegate.upstreamFailed(.reset("the upstream closed the connection"), responseStarted: responseStarted)
+            delegate.upstreamFailed(.reset("the upstream closed the connection"), progress: progress)
         }
     }
+
+    /// The pool was told of the close already.
+    private var wasClosed = false
 
     private func finish() {
         delegate = nil

@@ -5,19 +5,28 @@ extension UpstreamPool {
     /// One whole request and its whole answer, for the gateway's own calls
     /// (a credential refresh): pooled like any call, bounded in time and size.
     func exchange(_ request: UpstreamRequest, upstream: UpstreamConfig, timeout: Duration, maxBodyBytes: Int) -> EventLoopFuture<BufferedResponse.Answer> {
-        acquire(upstream).flatMap { connection in
-            let response = BufferedResponse(promise: self.eventLoop.makePromise(), maxBodyBytes: maxBodyBytes)
+        let response = BufferedResponse(promise: eventLoop.makePromise(), maxBodyBytes: maxBodyBytes)
+        let loop = eventLoop.assumeIsolated()
+        let send = { (connection: UpstreamConnection) in
             connection.send(request, delegate: response)
-            let timer = self.eventLoop.scheduleTask(in: timeout.timeAmount) {
+            let timer = loop.scheduleTask(in: timeout.timeAmount) {
                 connection.abandon()
-                response.fail(.timeout("no answer within \(timeout)"))
+                response.fail(.timeout("no response within \(timeout)"))
             }
-            response.promise.futureResult.whenComplete { result in
+            response.promise.futureResult.assumeIsolated().whenComplete { result in
                 timer.cancel()
                 if case .failure = result { connection.abandon() }
             }
-            return response.promise.futureResult
         }
+        let acquisition = acquire(upstream) { result in
+            switch result {
+            case .success(let connection): send(connection)
+            case .failure(let error): response.fail(error as? UpstreamError ?? .connectFailure("\(error)"))
+            }
+            return true
+        }
+        if case .ready(let connection) = acquisition { send(connection) }
+        return response.promise.futureResult
     }
 }
 
@@ -59,7 +68,7 @@ final class BufferedResponse: UpstreamResponseDelegate {
         promise.succeed(Answer(status: Int(head.status.code), headers: head.headers, body: body))
     }
 
-    func upstreamFailed(_ error: UpstreamError, responseStarted: Bool) { fail(error) }
+    func upstreamFailed(_ error: UpstreamError, progress: TryProgress) { fail(error) }
     func upstreamWritabilityChanged(_ writable: Bool) {}
     func upstreamReadComplete() {}
 }

@@ -18,50 +18,83 @@ final class UpstreamPool {
     /// (being set up, or up); each call opens a stream on it.
     private var sessions: [String: EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer>] = [:]
     private var sessionChannels: [ObjectIdentifier: Channel] = [:]
-    /// A reload replaced this pool: nothing new is kept for reuse.
-    private var retired = false
 
     init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext]) {
         self.tlsContexts = tlsContexts
         self.eventLoop = eventLoop
         self.upstreams = Dictionary(uniqueKeysWithValues: upstreams.map { ($0.name, $0) })
-        slots = Dictionary(uniqueKeysWithValues: upstreams.map { ($0.name, Slot(limit: max(1, $0.maxConnections / max(1, loops)))) })
+        slots = Dictionary(uniqueKeysWithValues: upstreams.map {
+            ($0.name, Slot(limit: $0.maxConnections / max(1, loops), idleTimeout: $0.idleTimeout.timeAmount))
+        })
     }
+
+    /// Told whether it takes a connection handed to it: false when its call
+    /// ended meanwhile (the pool then offers the connection to the next).
+    typealias Waiter = (Result<UpstreamConnection, any Error>) -> Bool
+    typealias WaiterID = PoolStateMachine<UpstreamConnection, Waiter>.WaiterID
 
     /// One upstream's connections on this loop: its share of `max_connections`.
     private final class Slot {
-        let limit: Int
-        var idle: [UpstreamConnection] = []
-        var open = 0
-        var waiters = CircularBuffer<EventLoopPromise<UpstreamConnection>>()
-        init(limit: Int) { self.limit = limit }
+        var state: PoolStateMachine<UpstreamConnection, Waiter>
+        let idleTimeout: TimeAmount
+        /// One sweep at a time closes connections idle past `idleTimeout`.
+        var sweeping = false
+        init(limit: Int, idleTimeout: TimeAmount) {
+            state = PoolStateMachine(limit: limit)
+            self.idleTimeout = idleTimeout
+        }
     }
 
     /// An idle kept-alive connection, when there is one.
     func takeIdle(_ upstream: String) -> UpstreamConnection? {
         eventLoop.assertInEventLoop()
         guard let slot = slots[upstream] else { return nil }
-        while let connection = slot.idle.popLast() {
-            if connection.channel.isActive { return connection }
-        }
-        return nil
+        var stale: [UpstreamConnection] = []
+        let connection = slot.state.takeIdle(now: .now(), idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
+        for connection in stale { connection.channel.close(promise: nil) }
+        return connection
     }
 
-    /// An idle connection, a new one, or a wait for one to be released.
-    func acquire(_ upstream: UpstreamConfig) -> EventLoopFuture<UpstreamConnection> {
-        if let connection = takeIdle(upstream.name) { return eventLoop.makeSucceededFuture(connection) }
+    /// What `acquire` did: a connection at once, or a wait to cancel if the call ends first.
+    enum Acquisition {
+        case ready(UpstreamConnection)
+        case waiting(WaiterID?)
+    }
+
+    /// An idle connection (returned), or `waiter` is called later with a new
+    /// one, one released by another call, or the failure.
+    func acquire(_ upstream: UpstreamConfig, waiter: @escaping Waiter) -> Acquisition {
+        eventLoop.assertInEventLoop()
         guard let url = upstream.url else {
-            return eventLoop.makeFailedFuture(UpstreamError.unsupported("echo is answered in process"))
+            _ = waiter(.failure(UpstreamError.unsupported("echo is answered in process")))
+            return .waiting(nil)
         }
-        if upstream.http2 { return openStream(upstream, url: url) }
+        if upstream.http2 {
+            openStream(upstream, url: url).assumeIsolated().whenComplete { result in
+                if case .success(let stream) = result, !waiter(result) { stream.giveBack() }
+                if case .failure = result { _ = waiter(result) }
+            }
+            return .waiting(nil)
+        }
         let slot = slots[upstream.name]!
-        if slot.open >= slot.limit {
-            let promise = eventLoop.makePromise(of: UpstreamConnection.self)
-            slot.waiters.append(promise)
-            return promise.futureResult
+        var stale: [UpstreamConnection] = []
+        let action = slot.state.acquire(waiter, now: .now(), idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
+        for connection in stale { connection.channel.close(promise: nil) }
+        switch action {
+        case .use(let connection):
+            return .ready(connection)
+        case .wait(let id):
+            return .waiting(id)
+        case .connect:
+            connect(upstream, url: url, for: waiter)
+            return .waiting(nil)
         }
-        slot.open += 1
-        return connect(upstream, url: url)
+    }
+
+    /// The call that waited ended: it leaves the queue.
+    func cancel(_ id: WaiterID, upstream: String) {
+        eventLoop.assertInEventLoop()
+        slots[upstream]?.state.cancel(id)
     }
 
     private func openStream(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<UpstreamConnection> {
@@ -127,31 +160,56 @@ final class UpstreamPool {
             .flatMapErrorThrowing { error in throw UpstreamError.connectFailure("\(url.authority): \(error)") }
     }
 
-    private func connect(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<UpstreamConnection> {
+    /// Opens a connection (already counted as open) for `waiter`.
+    private func connect(_ upstream: UpstreamConfig, url: UpstreamURL, for waiter: @escaping Waiter) {
         let name = upstream.name
+        let slot = slots[name]!
         // Requests are written as bytes, checked where they are built (config
         // at load, modifiers' output in ProxyHandler), not again per write.
-        return connectChannel(upstream, url: url) { _ in }
-            .flatMapErrorThrowing { [slot = slots[name]!] error in
-                slot.open -= 1
-                throw error
-            }
+        connectChannel(upstream, url: url) { _ in }
             .flatMapThrowing { channel in
                 let connection = UpstreamConnection(channel: channel, upstream: name)
                 connection.pool = self
                 try channel.pipeline.syncOperations.addHandler(HTTP1UpstreamHandler(connection: connection))
                 return connection
             }
+            .assumeIsolated().whenComplete { [self] result in
+                switch result {
+                case .success(let connection):
+                    if !waiter(.success(connection)) { release(connection) }
+                case .failure(let error):
+                    slot.state.connectFailed()
+                    _ = waiter(.failure(error))
+                }
+            }
     }
 
+    /// A connection finished its exchange: the next live waiter takes it, or it idles.
     func release(_ connection: UpstreamConnection) {
         eventLoop.assertInEventLoop()
-        if retired { return connection.channel.close(promise: nil) }
         let slot = slots[connection.upstream]!
-        if let waiter = slot.waiters.popFirst() {
-            waiter.succeed(connection)
-        } else {
-            slot.idle.append(connection)
+        // A loop, not recursion: a waiter that declines passes it to the next.
+        while true {
+            switch slot.state.release(connection, now: .now()) {
+            case .close(let connection):
+                return connection.channel.close(promise: nil)
+            case .park:
+                return sweepLater(slot)
+            case .handOver(let connection, let waiter):
+                if waiter(.success(connection)) { return }
+            }
+        }
+    }
+
+    /// Closes connections idle past the upstream's idle_timeout, once per
+    /// timeout while any idle (no timer per call or per connection).
+    private func sweepLater(_ slot: Slot) {
+        guard !slot.sweeping else { return }
+        slot.sweeping = true
+        eventLoop.assumeIsolated().scheduleTask(in: slot.idleTimeout) { [self] in
+            slot.sweeping = false
+            for connection in slot.state.expire(before: .now() - slot.idleTimeout) { connection.channel.close(promise: nil) }
+            if slot.state.idleCount > 0 { sweepLater(slot) }
         }
     }
 
@@ -159,10 +217,8 @@ final class UpstreamPool {
     /// sessions (whose streams cannot be counted from here) after `grace`.
     func retire(grace: TimeAmount) {
         eventLoop.assertInEventLoop()
-        retired = true
         for slot in slots.values {
-            for connection in slot.idle { connection.channel.close(promise: nil) }
-            slot.idle = []
+            for connection in slot.state.retire() { connection.channel.close(promise: nil) }
         }
         let sessions = Array(sessionChannels.values)
         if !sessions.isEmpty { eventLoop.scheduleTask(in: grace) { for channel in sessions { channel.close(promise: nil) } } }
@@ -171,15 +227,9 @@ final class UpstreamPool {
     func closed(_ connection: UpstreamConnection) {
         eventLoop.assertInEventLoop()
         let slot = slots[connection.upstream]!
-        slot.idle.removeAll { $0 === connection }
-        slot.open -= 1
         // A waiter can now open a connection of its own.
-        if let waiter = slot.waiters.popFirst() {
-            slot.open += 1
-            if let upstream = upstreams[connection.upstream], let url = upstream.url {
-                connect(upstream, url: url).cascade(to: waiter)
-            }
-        }
+        guard let waiter = slot.state.closed(connection) else { return }
+        if let upstream = upstreams[connection.upstream], let url = upstream.url { connect(upstream, url: url, for: waiter) }
     }
 }
 

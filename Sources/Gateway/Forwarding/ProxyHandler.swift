@@ -30,7 +30,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// Set while a request body streams upstream.
     var streaming: Streaming?
 
+    /// The call in flight: what it carries. Its lifecycle is `machine`'s.
     var call: Call?
+    var machine = CallStateMachine()
     /// When the current wait (for a head, between requests, for an answer) ends.
     var deadline: NIODeadline?
     /// Request ids come from this: no syscall per call or per HTTP/2 stream.
@@ -46,43 +48,44 @@ final class ProxyHandler: UpstreamResponseDelegate {
         var connected = false
     }
 
-    /// The call in flight: what was asked, where it went, how far the answer
-    /// got. A class: the handler reads and updates it many times per call,
-    /// and a struct this size would be copied (and its references retained)
-    /// at each.
+    /// The call in flight: what was asked, where it went, what its
+    /// asynchronous steps hold. A class: the handler reads and updates it many
+    /// times per call, and a struct this size would be copied (and its
+    /// references retained) at each.
     final class Call {
         let requestHead: HTTPRequestHead
         /// Whether the client keeps the connection, read from its head once.
         let keepAlive: Bool
+        /// The body streams upstream as it arrives (not buffered).
+        let streams: Bool
         var request: UpstreamRequest
         var route: Route
         var requestID: String
         var connection: UpstreamConnection?
-        var responseHeadSent = false
         /// The route's validators and retry policy walked for this call (nil:
         /// the route has neither).
         var retry: RetryState<ContinuousClock>?
-        /// An answer held back whole because a validator reads its body.
+        /// A response held back whole because a validator reads its body.
         var heldHead: HTTPResponseHead?
         var heldBody: [UInt8] = []
-        /// Counts tries, so a per-try timer of an earlier try does nothing.
-        var tryNumber = 0
-        /// No replay: already replayed once, or body bytes went upstream unbuffered.
-        var replayed = false
         /// The credential generation each of the route's refreshers gave this try.
         var credentials: [Int] = []
-        /// Set while a refused answer is read to its end; the retry waits this long after.
-        var retryAfterDrain: Duration?
+        /// Its place in the pool's queue while it waits for a connection.
+        var waiter: UpstreamPool.WaiterID?
+        /// The current try's per-try timer, and a retry's backoff: cancelled
+        /// when the call ends (their tokens make a late one harmless anyway).
+        var perTryTimer: Scheduled<Void>?
+        var backoff: Scheduled<Void>?
 
         init(requestHead: HTTPRequestHead, request: UpstreamRequest, route: Route, requestID: String,
-             retry: RetryState<ContinuousClock>?, replayed: Bool = false) {
+             retry: RetryState<ContinuousClock>?, streams: Bool) {
             self.requestHead = requestHead
             keepAlive = requestHead.keepsAlive
             self.request = request
             self.route = route
             self.requestID = requestID
             self.retry = retry
-            self.replayed = replayed
+            self.streams = streams
         }
     }
 
@@ -97,10 +100,16 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     static let processSeed = UInt64.random(in: .min ... .max)
 
-    /// The connection or stream is gone: the call in flight is abandoned.
+    /// The connection or stream is gone: the call in flight is abandoned,
+    /// and logged as the client's doing (499, as nginx logs it).
     func detach() {
         abandonCall()
         streaming = nil
+        head = nil
+        if exchange.answering {
+            exchange.answering = false
+            record(status: 499, outcome: "client-gone")
+        }
     }
 
     /// The connection is up: a request head must come within header_timeout.
@@ -209,36 +218,81 @@ final class ProxyHandler: UpstreamResponseDelegate {
         return client
     }
 
-    /// Runs the embedder's hooks (an async hop, taken only when there are
-    /// hooks), then `proceed` on this event loop with the modified request.
-    func modify(
-        _ request: UpstreamRequest, route: Route, client: ClientInfo, head: HTTPRequestHead,
-        proceed: @escaping (UpstreamRequest) -> Void
-    ) {
-        guard !shared.modifiers.isEmpty else { return proceed(request) }
+    /// The embedder's hooks run as a task (an async hop, taken only when
+    /// there are hooks); their result comes back on this event loop.
+    func runModifiers(_ token: CallStateMachine.Token) {
+        guard let call else { return }
         let modifiers = shared.modifiers
-        let hookContext = ModifierContext(route: route.config.name, upstream: route.upstream.name, client: client)
-        let promise = self.client.eventLoop.makePromise(of: UpstreamRequest.self)
+        let request = call.request
+        let hookContext = ModifierContext(route: call.route.config.name, upstream: call.route.upstream.name,
+                                          client: ClientInfo(address: client.peerAddress, scheme: shared.scheme, requestID: call.requestID))
+        let promise = client.eventLoop.makePromise(of: UpstreamRequest.self)
         promise.completeWithTask {
             var request = request
             for modifier in modifiers { try await modifier.modify(&request, context: hookContext) }
             try request.checkWireSafe(route: hookContext.route)
             return request
         }
-        promise.futureResult.whenComplete { [self] result in
+        promise.futureResult.assumeIsolated().whenComplete { [self] result in
             // The call ended meanwhile (client gone, deadline): nothing to answer.
-            guard call != nil else { return }
+            guard machine.isCurrent(token), let call = self.call else { return }
             switch result {
-            case .success(let modified):
-                proceed(modified)
+            case .success(var modified):
+                // Content-Length stays true to the bytes sent, whatever a hook did to the body.
+                if !call.streams { modified.frameBody() }
+                call.request = modified
+                run(machine.modifiersFinished(token))
             case .failure(let error):
-                call = nil
+                endCall()
                 endStreaming()
                 let problem = error as? Problem
-                    ?? Problem(status: 500, code: "modifier-failed", title: "A request modifier failed", detail: "\(error)", route: route.config.name)
-                answer(problem, to: head, requestID: client.requestID, close: streaming != nil)
+                    ?? Problem(status: 500, code: "modifier-failed", title: "A request modifier failed", detail: "\(error)",
+                               route: call.route.config.name)
+                answer(problem, to: call.requestHead, requestID: call.requestID, close: streaming != nil)
             }
         }
+    }
+
+    /// Performs what the call's state machine decided.
+    func run(_ action: CallStateMachine.Action) {
+        switch action {
+        case .ignore, .returnConnection, .send:
+            return
+        case .runModifiers(let token):
+            runModifiers(token)
+        case .acquireConnection(let token):
+            acquire(token)
+        case .timeOutTry:
+            call?.connection?.abandon()
+            call?.connection = nil
+            upstreamFailed(.timeout("no response within per_try_timeout"), progress: .sent)
+        case .wait(let token, let delay):
+            call?.backoff = client.eventLoop.assumeIsolated().scheduleTask(in: delay.timeAmount) { [self] in
+                run(machine.backoffElapsed(token))
+            }
+        }
+    }
+
+    /// Starts the call's first try (through the modifiers, when there are any).
+    func startCall(_ call: Call) {
+        self.call = call
+        setDeadline(call.route.config.timeout ?? Self.defaultTimeout)
+        run(machine.start(runsModifiers: !shared.modifiers.isEmpty, perTryTimeout: call.route.config.retry?.perTryTimeout,
+                          replayable: !call.streams))
+    }
+
+    /// The call is over: no deadline, no timer, no place in a pool's queue;
+    /// every token it handed out is stale. Returns it for its last words.
+    @discardableResult
+    func endCall() -> Call? {
+        guard let call else { return nil }
+        self.call = nil
+        machine.end()
+        clearDeadline()
+        call.perTryTimer?.cancel()
+        call.backoff?.cancel()
+        if let waiter = call.waiter { shared.pools.pool(for: client.eventLoop).cancel(waiter, upstream: call.route.upstream.name) }
+        return call
     }
 
     func handleBuffered(_ head: HTTPRequestHead) {
@@ -265,16 +319,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
             route.config.responseHeaders.apply(to: &responseHeaders)
             return answer(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
         }
-        call = Call(requestHead: head, request: request, route: route, requestID: client.requestID,
-                    retry: retryState(route, method: request.method, replayable: true))
-        setDeadline(route.config.timeout ?? Self.defaultTimeout)
-        modify(request, route: route, client: client, head: head) { [self] modified in
-            var modified = modified
-            // Content-Length stays true to the bytes sent, whatever a hook did to the body.
-            modified.frameBody()
-            call?.request = modified
-            forward()
-        }
+        startCall(Call(requestHead: head, request: request, route: route, requestID: client.requestID,
+                       retry: retryState(route, method: request.method, replayable: true), streams: false))
     }
 
     /// The body goes upstream as it arrives: the client's framing (length or
@@ -291,14 +337,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
         if !request.headers.contains("Content-Length") { request.headers.set("Transfer-Encoding", "chunked") }
         streaming = Streaming()
-        call = Call(requestHead: head, request: request, route: route, requestID: client.requestID,
-                    retry: retryState(route, method: request.method, replayable: false), replayed: true)
         setClientReading(false)
-        setDeadline(route.config.timeout ?? Self.defaultTimeout)
-        modify(request, route: route, client: client, head: head) { [self] modified in
-            call?.request = modified
-            forward()
-        }
+        startCall(Call(requestHead: head, request: request, route: route, requestID: client.requestID,
+                       retry: retryState(route, method: request.method, replayable: false), streams: true))
     }
 
     func streamBody(_ buffer: ByteBuffer) {
@@ -340,7 +381,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// on this connection can be trusted, so the connection closes, after
     /// `problem` unless the answer has begun.
     func malformed(_ problem: Problem) {
-        if call?.responseHeadSent == true { return client.close() }
+        if machine.responseForwarded { return client.close() }
         abandonCall()
         streaming = nil
         head = nil
@@ -356,10 +397,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// call in flight is in an unknown state, so it is closed.
     func abandonCall() {
         clearDeadline()
-        if let call {
-            self.call = nil
-            call.connection?.abandon()
-        }
+        endCall()?.connection?.abandon()
     }
 
     /// The call is over while the client may still be sending its body: keep

@@ -38,10 +38,11 @@ extension ProxyHandler {
             client.close()
             return
         }
-        self.call = nil
+        let forwarded = machine.responseForwarded
+        endCall()
         call.connection?.abandon()
         endStreaming()
-        if call.responseHeadSent {
+        if forwarded {
             record(status: log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
             client.close()
         } else {

@@ -19,42 +19,58 @@ extension ProxyHandler {
     }
 
     func upstreamReadComplete() {
-        if call?.responseHeadSent == true { client.flush() }
+        if machine.responseForwarded { client.flush() }
     }
 
     func upstreamWritabilityChanged(_ writable: Bool) {
         if writable, streaming?.connected == true { setClientReading(true) }
     }
 
-    func forward() {
+    /// A try starts: an idle pooled connection at once (no future, no
+    /// callback), else the pool calls back with the token of this try.
+    func acquire(_ token: CallStateMachine.Token) {
         applyCredentials()
         guard let call else { return }
         let pool = shared.pools.pool(for: client.eventLoop)
-        // An idle pooled connection is used at once: no future, no callback.
-        if let connection = pool.takeIdle(call.route.upstream.name) { return send(on: connection) }
-        pool.acquire(call.route.upstream).whenComplete { [self] result in
-            guard self.call != nil else {
-                // The call ended (deadline, client gone) while we waited.
-                if case .success(let connection) = result { connection.giveBack() }
-                return
-            }
+        let acquisition = pool.acquire(call.route.upstream) { [self] result in
             switch result {
             case .success(let connection):
-                send(on: connection)
+                return connectionReady(connection, token)
             case .failure(let error):
-                let upstreamError = error as? UpstreamError ?? .connectFailure("\(error)")
-                upstreamFailed(upstreamError, responseStarted: false)
+                guard machine.isCurrent(token) else { return false }
+                self.call?.waiter = nil
+                upstreamFailed(error as? UpstreamError ?? .connectFailure("\(error)"), progress: .unsent)
+                return true
             }
+        }
+        switch acquisition {
+        case .ready(let connection):
+            if !connectionReady(connection, token) { pool.release(connection) }
+        case .waiting(let waiter):
+            if machine.isCurrent(token) { call.waiter = waiter }
         }
     }
 
-    func send(on connection: UpstreamConnection) {
-        guard let call else { return }
+    /// Whether the call took the connection (false: its try is over, the
+    /// connection goes to someone else).
+    func connectionReady(_ connection: UpstreamConnection, _ token: CallStateMachine.Token) -> Bool {
+        guard case .send(_, let perTryTimeout) = machine.connectionReady(token), let call else { return false }
+        call.waiter = nil
         call.connection = connection
         call.route.metrics.tries.increment()
-        armPerTryTimeout()
-        guard var state = streaming else { return connection.send(call.request, delegate: self) }
+        call.perTryTimer?.cancel()
+        if let perTryTimeout {
+            call.perTryTimer = client.eventLoop.assumeIsolated().scheduleTask(in: perTryTimeout.timeAmount) { [self] in
+                run(machine.perTryTimerFired(token))
+            }
+        }
+        guard var state = streaming else {
+            connection.send(call.request, delegate: self)
+            return true
+        }
         connection.sendHead(call.request, delegate: self)
+        // The connection may have failed inside that write, ending the try.
+        guard machine.isCurrent(token) else { return true }
         for buffer in state.pending { connection.sendBody(buffer) }
         state.pending = []
         state.connected = true
@@ -65,9 +81,11 @@ extension ProxyHandler {
             streaming = state
             if connection.channel.isWritable { setClientReading(true) }
         }
+        return true
     }
 
     func upstreamHead(_ upstreamHead: consuming HTTPResponseHead) {
+        machine.responseHeadArrived()
         if call?.retry != nil,
             call?.route.config.validate.contains(where: \.readsBody) == true || shared.validators.contains(where: \.readsBody)
         {
@@ -91,13 +109,14 @@ extension ProxyHandler {
         head.headers.replaceOrAdd(name: "X-Request-Id", value: call.requestID)
         call.route.config.responseHeaders.apply(to: &head.headers)
         if !call.keepAlive || exchange.quiescing { head.headers.replaceOrAdd(name: "Connection", value: "close") }
-        call.responseHeadSent = true
+        machine.responseHeadForwarded()
+        call.perTryTimer?.cancel()
         log.upstreamStatus = Int(head.status.code)
         client.write(.head(head))
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {
-        guard call != nil, call?.retryAfterDrain == nil else { return }
+        guard call != nil, !machine.isDraining else { return }
         if call?.heldHead != nil {
             call?.heldBody.append(contentsOf: buffer.readableBytesView)
             if call!.heldBody.count > shared.config.limits.maxBodyBytes { releaseHeldAnswer() }
@@ -114,33 +133,33 @@ extension ProxyHandler {
         if let held = call?.heldHead, let body = call?.heldBody {
             let headers = HeaderList(held.headers)
             let status = Int(held.status.code)
-            if decide(.response(status: status, headers: headers, body: body), upstreamStatus: status, answerComplete: true) { return }
+            if decide(.response(status: status, headers: headers, body: body), upstreamStatus: status, responseComplete: true) { return }
             releaseHeldAnswer()
         }
-        guard let call else { return }
-        self.call = nil
-        clearDeadline()
+        guard let call = endCall() else { return }
         endStreaming()
         record(status: log.upstreamStatus ?? 0, outcome: "ok")
         finishExchange(keepAlive: call.keepAlive)
     }
 
-    func upstreamFailed(_ error: UpstreamError, responseStarted: Bool) {
+    func upstreamFailed(_ error: UpstreamError, progress: TryProgress) {
         guard let call else { return }
+        call.connection = nil
         if drained() { return }
-        // A reused keep-alive connection the upstream closed as we sent: the
-        // request never reached it, so replay once on a fresh connection.
-        if !responseStarted, decide(.failure(error), upstreamStatus: nil) { return }
-        if !responseStarted, !call.replayed, error.name == "reset", let connection = call.connection, connection.uses > 1 {
-            self.call?.replayed = true
-            self.call?.connection = nil
-            return forward()
+        if progress != .responseStarted {
+            // Provably never reached the upstream (a pooled connection found
+            // closed, or closed by the failing write): once more, unasked.
+            if progress == .unsent, error.name != "connect-failure", let replay = machine.replayUnsent() {
+                logTry(.failure(error), .retry(after: .zero, reason: "unsent"), call.retry)
+                return run(replay)
+            }
+            if decide(.failure(error), upstreamStatus: nil) { return }
         }
-        self.call = nil
-        clearDeadline()
+        let forwarded = machine.responseForwarded
+        endCall()
         endStreaming()
-        if call.responseHeadSent {
-            // The answer is cut short: never pretend it ended.
+        if forwarded {
+            // The response is cut short: never pretend it ended.
             record(status: log.upstreamStatus ?? 0, outcome: "cut-short-\(error.name)")
             client.close()
             return

@@ -5,19 +5,6 @@ import Rewriter
 /// The validator chain and retry policy walked for each try: per-try
 /// timeouts, decisions, drained refusals, credential refresh, try log lines.
 extension ProxyHandler {
-    /// `retry.per_try_timeout`: a try that has not answered in time fails as
-    /// `timeout` (which the retry conditions may retry).
-    func armPerTryTimeout() {
-        guard let call, let perTry = call.route.config.retry?.perTryTimeout else { return }
-        call.tryNumber += 1
-        let number = call.tryNumber
-        client.eventLoop.scheduleTask(in: perTry.timeAmount) { [self] in
-            guard let current = self.call, current.tryNumber == number, !current.responseHeadSent, let connection = current.connection else { return }
-            connection.abandon()
-            upstreamFailed(.timeout("no answer within per_try_timeout"), responseStarted: false)
-        }
-    }
-
     func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<ContinuousClock>? {
         let config = route.config
         guard config.retry != nil || !config.validate.isEmpty || !shared.validators.isEmpty else { return nil }
@@ -28,11 +15,11 @@ extension ProxyHandler {
 
     /// Consults the call's retry state for one try's outcome; returns true when
     /// the handler took care of it (a retry is scheduled, or the call failed).
-    /// `answerComplete`: the connection already finished its answer (and went
-    /// back to its pool), so it is not abandoned.
-    func decide(_ outcome: TryOutcome, upstreamStatus: Int?, answerComplete: Bool = false) -> Bool {
+    /// `responseComplete`: the connection already finished its response (and
+    /// went back to its pool), so it is not abandoned.
+    func decide(_ outcome: TryOutcome, upstreamStatus: Int?, responseComplete: Bool = false) -> Bool {
         guard let call, var retry = call.retry else { return false }
-        if answerComplete { call.connection = nil }
+        if responseComplete { call.connection = nil }
         let action = retry.tryFinished(outcome, now: .now, random: &random)
         call.retry = retry
         self.call = call
@@ -50,8 +37,7 @@ extension ProxyHandler {
             return refreshThenRetry(spec, call: call)
         case .fail(let validator):
             call.connection?.abandon()
-            self.call = nil
-            clearDeadline()
+            endCall()
             let status = upstreamStatus.map { " (upstream status \($0))" } ?? ""
             answer(Problem(status: 502, code: "validator-failed", title: "Upstream answer refused",
                            detail: "\(validator) refused the answer of upstream \(call.route.upstream.name)\(status)",
@@ -64,12 +50,12 @@ extension ProxyHandler {
             if case .response(_, let headers, _) = outcome, call.connection != nil,
                 let length = headers["Content-Length"].flatMap(Int.init), length <= Self.drainLimit
             {
-                call.retryAfterDrain = delay
+                machine.drainThenRetry(after: delay)
                 return true
             }
             call.connection?.abandon()
             call.connection = nil
-            self.retry(after: delay)
+            run(machine.retry(after: delay))
             return true
         }
     }
@@ -77,20 +63,12 @@ extension ProxyHandler {
     /// Answers up to this size that decided a retry are drained, not dropped with their connection.
     static let drainLimit = 64 * 1024
 
-    func retry(after delay: Duration) {
-        guard delay > .zero else { return forward() }
-        client.eventLoop.scheduleTask(in: delay.timeAmount) { [self] in
-            if self.call != nil { forward() }
-        }
-    }
-
-    /// The refused answer being drained ended (or its connection failed):
+    /// The refused response being drained ended (or its connection failed):
     /// the retry starts.
     func drained() -> Bool {
-        guard let call, let delay = call.retryAfterDrain else { return false }
-        call.retryAfterDrain = nil
-        call.connection = nil
-        retry(after: delay)
+        guard machine.isDraining else { return false }
+        call?.connection = nil
+        run(machine.drained())
         return true
     }
 
@@ -115,19 +93,19 @@ extension ProxyHandler {
             return false
         }
         call.connection?.abandon()
-        self.call?.connection = nil
+        call.connection = nil
         log.upstreamStatus = nil
         switch start {
         case .ready, .throttled:
-            forward()
+            run(machine.retry(after: .zero))
         case .wait(let credential):
-            credential.whenComplete { [self] result in
-                guard let call = self.call else { return }
+            guard let token = machine.refreshStarted() else { return true }
+            credential.assumeIsolated().whenComplete { [self] result in
+                guard machine.isCurrent(token), let call = self.call else { return }
                 switch result {
-                case .success: forward()
+                case .success: run(machine.credentialReady(token))
                 case .failure(let error):
-                    self.call = nil
-                    clearDeadline()
+                    endCall()
                     answer(Problem(status: 502, code: "refresh-failed", title: "Credential refresh failed",
                                    detail: "refreshing through upstream \(refresher.upstream.name) failed: \(error)", route: route.config.name),
                            to: call.requestHead, requestID: call.requestID)
@@ -151,7 +129,7 @@ extension ProxyHandler {
 
     /// One line per try on routes with a validator chain or retries: the try's
     /// outcome, what decided, and what happens next.
-    func logTry(_ outcome: TryOutcome, _ action: RetryState<ContinuousClock>.Action, _ retry: RetryState<ContinuousClock>) {
+    func logTry(_ outcome: TryOutcome, _ action: RetryState<ContinuousClock>.Action, _ retry: RetryState<ContinuousClock>?) {
         let metrics = routeMetrics ?? shared.metrics.unrouted
         let result: String
         switch outcome {
@@ -169,11 +147,11 @@ extension ProxyHandler {
             metrics.retried(reason: reason)
         case .refreshThenRetry: next = "refresh"
         }
-        if let decider = retry.decidedBy { metrics.validator(decider, action: next.prefix { $0 != ":" }.description) }
+        if let decider = retry?.decidedBy { metrics.validator(decider, action: next.prefix { $0 != ":" }.description) }
         guard shared.accessLog.enabled else { return }
         shared.accessLog.logger.info("try", metadata: [
-            "route": .string(log.route), "request_id": .string(log.requestID), "try": .stringConvertible(retry.tries),
-            "result": .string(result), "decided_by": .string(retry.decidedBy ?? "-"), "next": .string(next),
+            "route": .string(log.route), "request_id": .string(log.requestID), "try": .stringConvertible(retry?.tries ?? 1),
+            "result": .string(result), "decided_by": .string(retry?.decidedBy ?? "-"), "next": .string(next),
             "delay_ms": .stringConvertible(delay.nanosecondCount / 1_000_000),
         ])
     }

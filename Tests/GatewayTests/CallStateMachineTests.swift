@@ -1,0 +1,199 @@
+import NIOCore
+import Testing
+@testable import Gateway
+
+/// The call's lifecycle without sockets: every late timer and completion
+/// carries the token of what started it, and is ignored once that has ended.
+@Suite struct CallStateMachineTests {
+    typealias Token = CallStateMachine.Token
+
+    /// Starts a call with no modifiers and returns its first try's token.
+    func started(_ machine: inout CallStateMachine, perTry: Duration? = .seconds(1)) -> Token {
+        guard case .acquireConnection(let token) = machine.start(runsModifiers: false, perTryTimeout: perTry) else {
+            Issue.record("a call without modifiers acquires a connection first")
+            return Token(call: 0, attempt: 0)
+        }
+        return token
+    }
+
+    @Test func aPerTryTimerOfTheCallBeforeDoesNothingToTheNext() {
+        var machine = CallStateMachine()
+        let a = started(&machine)
+        do {
+            let result = machine.connectionReady(a)
+            #expect(result == .send(a, perTryTimeout: .seconds(1)))
+        }
+        machine.responseHeadArrived()
+        machine.responseHeadForwarded()
+        machine.end()
+        // Call B on the same connection, same try number as A's.
+        let b = started(&machine)
+        #expect(b.attempt == a.attempt && b != a)
+        do {
+            let result = machine.connectionReady(b)
+            #expect(result == .send(b, perTryTimeout: .seconds(1)))
+        }
+        do {
+            let result = machine.perTryTimerFired(a)
+            #expect(result == .ignore)
+        }
+        do {
+            let result = machine.perTryTimerFired(b)
+            #expect(result == .timeOutTry)
+        }
+    }
+
+    @Test func aTimerAfterItsCallEndedIsIgnored() {
+        var machine = CallStateMachine()
+        let a = started(&machine)
+        _ = machine.connectionReady(a)
+        machine.end()
+        do {
+            let result = machine.perTryTimerFired(a)
+            #expect(result == .ignore)
+        }
+        #expect(!machine.inFlight)
+    }
+
+    @Test func aTryTimesOutWhileItsHeadIsReadButNotOnceForwarded() {
+        var machine = CallStateMachine()
+        let a = started(&machine)
+        _ = machine.connectionReady(a)
+        machine.responseHeadArrived()  // held for a body validator
+        do {
+            let result = machine.perTryTimerFired(a)
+            #expect(result == .timeOutTry)
+        }
+        machine.responseHeadForwarded()
+        do {
+            let result = machine.perTryTimerFired(a)
+            #expect(result == .ignore)
+        }
+        #expect(machine.responseForwarded)
+    }
+
+    @Test func aCompletionAfterTheClientWentAwayIsNotUsed() {
+        var machine = CallStateMachine()
+        guard case .runModifiers(let a) = machine.start(runsModifiers: true, perTryTimeout: nil) else {
+            Issue.record("modifiers run first")
+            return
+        }
+        machine.end()  // client reset the stream while the hooks ran
+        do {
+            let result = machine.modifiersFinished(a)
+            #expect(result == .ignore)
+        }
+        do {
+            let result = machine.connectionReady(a)
+            #expect(result == .returnConnection)
+        }
+        #expect(!machine.isCurrent(a))
+    }
+
+    @Test func aConnectionForAnEarlierTryGoesBack() {
+        var machine = CallStateMachine()
+        let first = started(&machine)
+        _ = machine.connectionReady(first)
+        guard case .wait(let second, let delay) = machine.retry(after: .milliseconds(300)) else {
+            Issue.record("a retry with a delay waits")
+            return
+        }
+        #expect(delay == .milliseconds(300) && second.attempt == 2)
+        // The first try's timer and a connection for it are both stale now.
+        do {
+            let result = machine.perTryTimerFired(first)
+            #expect(result == .ignore)
+        }
+        do {
+            let result = machine.backoffElapsed(first)
+            #expect(result == .ignore)
+        }
+        do {
+            let result = machine.backoffElapsed(second)
+            #expect(result == .acquireConnection(second))
+        }
+        do {
+            let result = machine.connectionReady(first)
+            #expect(result == .returnConnection)
+        }
+        do {
+            let result = machine.connectionReady(second)
+            #expect(result == .send(second, perTryTimeout: .seconds(1)))
+        }
+    }
+
+    @Test func aBackoffOfAnEndedCallStartsNothing() {
+        var machine = CallStateMachine()
+        let a = started(&machine)
+        _ = machine.connectionReady(a)
+        guard case .wait(let retry, _) = machine.retry(after: .seconds(1)) else { Issue.record("waits"); return }
+        machine.end()
+        let b = started(&machine)
+        do {
+            let result = machine.backoffElapsed(retry)
+            #expect(result == .ignore)
+        }
+        #expect(machine.state == .connecting(b))
+    }
+
+    @Test func aRefreshCompletesOnlyForItsTry() {
+        var machine = CallStateMachine()
+        let a = started(&machine)
+        _ = machine.connectionReady(a)
+        let refresh = machine.refreshStarted()!
+        do {
+            let result = machine.credentialReady(a)
+            #expect(result == .ignore)
+        }
+        do {
+            let result = machine.credentialReady(refresh)
+            #expect(result == .acquireConnection(refresh))
+        }
+        machine.end()
+        do {
+            let result = machine.credentialReady(refresh)
+            #expect(result == .ignore)
+        }
+    }
+
+    @Test func anUnsentRequestIsReplayedOnceAndAStreamedOneNever() {
+        var machine = CallStateMachine()
+        let a = started(&machine)
+        _ = machine.connectionReady(a)
+        guard case .acquireConnection(let replay)? = machine.replayUnsent() else { Issue.record("replayed once"); return }
+        _ = machine.connectionReady(replay)
+        do {
+            let result = machine.replayUnsent()
+            #expect(result == nil)
+        }
+        machine.end()
+        guard case .acquireConnection(let streamed) = machine.start(runsModifiers: false, perTryTimeout: nil, replayable: false) else {
+            Issue.record("starts")
+            return
+        }
+        _ = machine.connectionReady(streamed)
+        do {
+            let result = machine.replayUnsent()
+            #expect(result == nil)
+        }
+    }
+
+    @Test func aDrainedRefusalRetriesAfterItsDelay() {
+        var machine = CallStateMachine()
+        let a = started(&machine)
+        _ = machine.connectionReady(a)
+        machine.responseHeadArrived()
+        machine.drainThenRetry(after: .milliseconds(50))
+        #expect(machine.isDraining)
+        do {
+            let result = machine.perTryTimerFired(a)
+            #expect(result == .ignore)
+        }
+        guard case .wait(let next, .milliseconds(50)) = machine.drained() else { Issue.record("waits after the drain"); return }
+        #expect(next.attempt == 2)
+        do {
+            let result = machine.drained()
+            #expect(result == .ignore)
+        }
+    }
+}
