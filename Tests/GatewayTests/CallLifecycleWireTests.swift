@@ -1,0 +1,170 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+@testable import Gateway
+
+/// The call's lifecycle on real sockets: a timer or completion of one call
+/// never acts on another, nothing is sent twice unasked, and a client that
+/// resets streams as fast as it can neither crashes the daemon nor goes unlogged.
+@Suite struct CallLifecycleWireTests {
+    /// Answers `/…/slow` after 800 ms and `/…/next` after 500 ms.
+    static func slowUpstream() -> RecordingUpstream {
+        RecordingUpstream { request in
+            let delay: Int64 = request.uri.hasSuffix("/slow") ? 800 : 500
+            return .respond(status: 200, headers: [], body: Array("done \(request.uri)".utf8), delay: .milliseconds(delay))
+        }
+    }
+
+    static let perTryRoutes = """
+          - {name: once, match: {prefix: /once/}, upstream: app, retry: {attempts: 1, per_try_timeout: 1s}}
+          - {name: twice, match: {prefix: /twice/}, upstream: app, retry: {attempts: 2, per_try_timeout: 1s}}
+        """
+
+    @Test func twoSlowCallsInARowOnOneConnectionAreEachAnsweredOnce() async throws {
+        let upstream = Self.slowUpstream()
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+            \(Self.perTryRoutes)
+            """)
+        defer { Task { await gateway.stop() } }
+
+        for route in ["once", "twice"] {
+            // HTTP/1.1: curl keeps one connection for both URLs.
+            let http1 = try curl(["-s", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\n",
+                                  "\(gateway.base)/\(route)/h1/slow", "\(gateway.base)/\(route)/h1/next"]).text
+            #expect(http1 == "200 1\n200 0\n", "\(route): \(http1)")
+            // h2c: h2load sends the two URLs one after another on one connection.
+            let h2 = try runPeer("/usr/bin/h2load", ["-n2", "-c1", "-m1", "\(gateway.base)/\(route)/h2/slow", "\(gateway.base)/\(route)/h2/next"]).text
+            #expect(h2.contains("2 succeeded") && h2.contains("2 2xx"), "\(route): \(h2)")
+        }
+        let uris = upstream.requests.map(\.uri)
+        for route in ["once", "twice"] {
+            for proto in ["h1", "h2"] {
+                for call in ["slow", "next"] {
+                    #expect(uris.filter { $0 == "/\(route)/\(proto)/\(call)" }.count == 1, "\(route)/\(proto)/\(call): \(uris)")
+                }
+            }
+        }
+    }
+
+    @Test func aRequestResetAfterTheUpstreamReadItIsNotSentAgain() async throws {
+        let upstream = RawUpstream { line in
+            if line.contains("/warm") { return .init("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nwarm") }
+            // Read, then the connection drops with no response.
+            return .init("", close: true)
+        }
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - {name: only-503, match: {prefix: /get/}, upstream: app, retry: {attempts: 3, on: [503]}}
+              - {name: plain, match: {prefix: /post/}, upstream: app}
+            """)
+        defer { Task { await gateway.stop() } }
+
+        let status = ["-s", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\n"]
+        let get = try curl(status + ["\(gateway.base)/get/warm", "--next"] + status + ["\(gateway.base)/get/reset"]).text
+        #expect(get == "200 1\n502 0\n")
+        let post = try curl(status + ["\(gateway.base)/post/warm", "--next"] + status + ["-d", "x=1", "\(gateway.base)/post/reset"]).text
+        #expect(post == "200 1\n502 0\n")
+        let requests = upstream.requests
+        #expect(requests.filter { $0.text.hasPrefix("GET /get/reset ") }.count == 1)
+        #expect(requests.filter { $0.text.hasPrefix("POST /post/reset ") }.count == 1)
+        // Each reset request went out on the connection its warm-up kept alive.
+        let warmGet = requests.first { $0.text.hasPrefix("GET /get/warm ") }
+        #expect(requests.first { $0.text.hasPrefix("GET /get/reset ") }?.connection == warmGet?.connection)
+    }
+
+    @Test func rapidResetAgainstAKeepAliveUpstreamLeavesTheDaemonUpAndLogsEachCall() async throws {
+        let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("slow".utf8), delay: .milliseconds(100)) }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("gatewayd-rapid-reset-\(getpid()).yaml")
+        try """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(upstreamPort)", max_connections: 2}}
+            routes: [{name: app, upstream: app}]
+            """.write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+
+        // Connections one after another, each 1,000 HEADERS + RST_STREAM(CANCEL)
+        // pairs, for at most 6 seconds or 20 connections.
+        let end = Date().addingTimeInterval(6)
+        var connections = 0, pairs = 0
+        while Date() < end, connections < 20 {
+            let client = try NGHTTP2Client(port: gateway.port)
+            var bytes: [UInt8] = []
+            for n in 0..<1000 {
+                let stream = UInt32(2 * n + 1)
+                let block = client.encodeHeaderBlock([(":method", "GET"), (":path", "/r/\(n)"), (":scheme", "http"), (":authority", "x")])
+                bytes += NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: stream, payload: block)
+                bytes += NGHTTP2Client.frame(type: 0x3, flags: 0, stream: stream, payload: [0, 0, 0, 8])
+            }
+            client.sendRaw(bytes)
+            client.readRaw(seconds: 0.2) { _ in false }
+            connections += 1
+            pairs += 1000
+        }
+        #expect(gateway.process.isRunning)
+        #expect(try gateway.residentBytes() < 256 << 20)
+        // A normal call right after is answered.
+        let normal = try curl(["-s", "--max-time", "10", "http://127.0.0.1:\(gateway.port)/normal"])
+        #expect(normal.text == "slow")
+        #expect(gateway.process.isRunning)
+        // Calls whose stream was reset are logged with their outcome.
+        let resetLines = gateway.log.split(separator: "\n").filter { $0.contains("outcome=client-gone") }
+        #expect(resetLines.count > 0, "\(pairs) reset pairs sent")
+        #expect(resetLines.first?.contains("status=499") == true)
+    }
+
+    @Test func aReloadKeepsTheCredentialARouteCaptured() async throws {
+        let issued = NIOLockedValueBox(0)
+        let auth = RecordingUpstream { _ in
+            let n = issued.withLockedValue { $0 += 1; return $0 }
+            return .respond(status: 200, headers: [], body: Array(#"{"access_token":"tok-\#(n)"}"#.utf8))
+        }
+        let app = RecordingUpstream { request in
+            request.header("Authorization") == ["Bearer tok-1"]
+                ? .respond(status: 200, headers: [], body: Array("data".utf8)) : .respond(status: 401, headers: [], body: [])
+        }
+        let authPort = try await auth.start(), appPort = try await app.start()
+        defer { Task { await auth.stop(); await app.stop() } }
+        let yaml = { (extra: String) in """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams:
+              app: {url: "http://127.0.0.1:\(appPort)"}
+              auth: {url: "http://127.0.0.1:\(authPort)"}
+            routes:
+            \(extra)
+              - name: protected
+                upstream: app
+                retry: {attempts: 2}
+                validate:
+                  - status: 401
+                    then:
+                      refresh:
+                        request: {upstream: auth, path: /token}
+                        capture: {pointer: /access_token, header: Authorization, format: "Bearer {}"}
+            """
+        }
+        let gateway = try await GatewayHarness.start(yaml(""))
+        defer { Task { await gateway.stop() } }
+        #expect(try curl(["-s", "\(gateway.base)/x"]).text == "data")
+        #expect(issued.withLockedValue { $0 } == 1)
+
+        // A reload that changes another route, not this one's refresh.
+        try await gateway.server.reload(try ConfigLoader.load(yaml: yaml("  - {name: added, match: {prefix: /added}, upstream: echo}")).config)
+        #expect(try curl(["-s", "\(gateway.base)/added"]).text.contains("/added"))
+        #expect(try curl(["-s", "\(gateway.base)/x"]).text == "data")
+        #expect(issued.withLockedValue { $0 } == 1)
+        #expect(app.requests.count == 3)  // 401, the retry with tok-1, then tok-1 at once
+    }
+}
