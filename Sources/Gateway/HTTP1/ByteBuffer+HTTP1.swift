@@ -8,7 +8,8 @@ import Rewriter
 extension ByteBuffer {
     /// Request line and header fields, blank line included.
     mutating func writeRequestHead(method: String, target: String, headers: HeaderList) {
-        var size = method.utf8.count + target.utf8.count + 13
+        // "<method> <target> HTTP/1.1\r\n" and the closing "\r\n": 1 + 11 + 2.
+        var size = method.utf8.count + target.utf8.count + 14
         for field in headers { size += field.name.utf8.count + field.value.utf8.count + 4 }
         writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
             var out = RawWriter(raw)
@@ -29,6 +30,7 @@ extension ByteBuffer {
     /// noted while measuring them.
     mutating func writeStatusLine(_ status: HTTPResponseStatus, headers: HTTPHeaders) -> (length: Bool, connection: Bool) {
         let code = Int(status.code), reason = status.reasonPhrase
+        // "HTTP/1.1 " + 3 digits + " " + reason + "\r\n".
         var size = reason.utf8.count + 15
         var has = (length: false, connection: false)
         for (name, value) in headers {
@@ -69,20 +71,29 @@ extension ByteBuffer {
     }
 }
 
-/// Copies strings into memory already sized for them.
+/// Copies strings into memory already sized for them. Every copy is
+/// checked against the room there is: a size measured wrong traps here
+/// rather than writing past the buffer (the round trip in
+/// HeadWriterRoundTripTests and the fuzz target prove the measures).
 private struct RawWriter {
     let raw: UnsafeMutableRawBufferPointer
     var at = 0
 
     init(_ raw: UnsafeMutableRawBufferPointer) { self.raw = raw }
 
+    private func ensure(_ count: Int) {
+        precondition(count <= raw.count - at, "head measured too small")
+    }
+
     mutating func put(_ byte: UInt8) {
+        ensure(1)
         raw[at] = byte
         at += 1
     }
 
     mutating func put(_ string: StaticString) {
         let count = string.utf8CodeUnitCount
+        ensure(count)
         (raw.baseAddress! + at).copyMemory(from: string.utf8Start, byteCount: count)
         at += count
     }
@@ -90,6 +101,7 @@ private struct RawWriter {
     mutating func put(_ string: String) {
         let copied: Void? = string.utf8.withContiguousStorageIfAvailable { bytes in
             guard let base = bytes.baseAddress else { return }
+            ensure(bytes.count)
             (raw.baseAddress! + at).copyMemory(from: base, byteCount: bytes.count)
             at += bytes.count
         }
