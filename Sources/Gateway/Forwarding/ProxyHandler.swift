@@ -180,8 +180,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
         let path = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(head.uri[..<$0]) } ?? head.uri
         let headers = HeaderList(head.headers)
-        let length = head.headers.first(name: "Content-Length")
-        let hasBody = length != nil && length != "0" || head.headers.contains(name: "Transfer-Encoding")
+        // Both protocols' heads were checked already: every Content-Length the same number.
+        let length = try? HTTP1RequestDecoder.contentLength(head.headers)
+        let hasBody = length.map { $0 != nil && $0 != 0 } ?? false || head.headers.contains(name: "Transfer-Encoding")
         guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
             // An unread body would have to be drained first; closing is simpler and safe.
             return answer(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
@@ -189,7 +190,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         log.route = match.route.config.name
         routeMetrics = match.route.metrics
         let streams = hasBody && match.route.streamsBody(method: head.method.rawValue)
-        if !streams, let size = length.flatMap({ Int($0) }), size > limits.maxBodyBytes {
+        if !streams, let size = length ?? nil, size > limits.maxBodyBytes {
             // Refused at once, as nginx does: before the body is sent when the
             // client waits for 100 Continue, else without reading the rest.
             return answer(.bodyTooLarge(limit: limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
@@ -201,7 +202,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             client.flush()
         }
         if streams {
-            startStreaming(head, match: match, headers: headers)
+            startStreaming(head, match: match, headers: headers, length: length ?? nil)
         } else {
             self.head = head
             self.match = match
@@ -325,7 +326,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     /// The body goes upstream as it arrives: the client's framing (length or
     /// chunked) is kept, and reading pauses whenever the upstream cannot take more.
-    func startStreaming(_ head: HTTPRequestHead, match: Router.Match, headers: HeaderList) {
+    func startStreaming(_ head: HTTPRequestHead, match: Router.Match, headers: HeaderList, length: Int?) {
         let client = clientInfo(headers)
         let route = match.route
         var request: UpstreamRequest
@@ -335,7 +336,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
         } catch {
             return answer(error, to: head, requestID: client.requestID, close: true)
         }
-        if !request.headers.contains("Content-Length") { request.headers.set("Transfer-Encoding", "chunked") }
+        // One canonical Content-Length goes upstream, whatever spelling or
+        // repetition the client's had (`05`, `5, 5`, two fields).
+        if let length { request.headers.set("Content-Length", String(length)) } else { request.headers.set("Transfer-Encoding", "chunked") }
         streaming = Streaming()
         setClientReading(false)
         startCall(Call(requestHead: head, request: request, route: route, requestID: client.requestID,

@@ -29,8 +29,12 @@ final class HTTP2StreamClientSide: ClientSide {
     let eventLoop: EventLoop
     let allocator: ByteBufferAllocator
 
-    init(id: HTTP2StreamID, connection: HTTP2StreamsHandler, context: ChannelHandlerContext) {
+    /// What the request's Content-Length leaves to come, when it has one.
+    private var remainingLength: Int?
+
+    init(id: HTTP2StreamID, connection: HTTP2StreamsHandler, context: ChannelHandlerContext, contentLength: Int?) {
         self.id = id
+        remainingLength = contentLength
         self.connection = connection
         sendWindow = connection.peerInitialWindow
         eventLoop = context.eventLoop
@@ -42,6 +46,14 @@ final class HTTP2StreamClientSide: ClientSide {
     }
     var isActive: Bool { open }
     var peerAddress: String { connection.peerAddress }
+
+    /// Whether `count` more body bytes (and the request's end, when
+    /// `endStream`) stay within the declared Content-Length and, at the end, fill it.
+    func bodyArrived(_ count: Int, endStream: Bool) -> Bool {
+        guard let remaining = remainingLength else { return true }
+        remainingLength = remaining - count
+        return remaining >= count && (!endStream || remaining == count)
+    }
 
     func received(_ part: HTTPServerRequestPart, endStream: Bool) {
         if endStream { requestEnded = true }

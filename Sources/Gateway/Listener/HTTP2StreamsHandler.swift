@@ -71,14 +71,18 @@ final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHand
         case .headers(let headers):
             if let stream = streams[frame.streamID] {
                 // Trailers end the request; their fields are not forwarded.
-                guard HTTP2Fields.isValidTrailers(headers.headers) else { return refuse(frame.streamID, context: context) }
+                guard HTTP2Fields.isValidTrailers(headers.headers), stream.bodyArrived(0, endStream: headers.endStream) else {
+                    return refuse(frame.streamID, context: context)
+                }
                 if headers.endStream { stream.received(.end(nil), endStream: true) }
                 return
             }
             guard let head = HTTPRequestHead(http2: headers.headers, endStream: headers.endStream) else {
                 return refuse(frame.streamID, context: context)
             }
-            let stream = HTTP2StreamClientSide(id: frame.streamID, connection: self, context: context)
+            let stream = HTTP2StreamClientSide(id: frame.streamID, connection: self, context: context,
+                                               contentLength: (try? HTTP1RequestDecoder.contentLength(head.headers)) ?? nil)
+            guard stream.bodyArrived(0, endStream: headers.endStream) else { return refuse(frame.streamID, context: context) }
             let proxy = ProxyHandler(slot: slot, isStream: true, client: stream)
             stream.proxy = proxy
             streams[frame.streamID] = stream
@@ -87,6 +91,8 @@ final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHand
             if headers.endStream { stream.received(.end(nil), endStream: true) }
         case .data(let data):
             guard let stream = streams[frame.streamID], case .byteBuffer(let buffer) = data.data else { return }
+            // RFC 9113 §8.1.1: DATA that does not add up to the Content-Length is malformed.
+            guard stream.bodyArrived(buffer.readableBytes, endStream: data.endStream) else { return refuse(frame.streamID, context: context) }
             if buffer.readableBytes > 0 { stream.received(.body(buffer), endStream: false) }
             if data.endStream { stream.received(.end(nil), endStream: true) }
         default:

@@ -42,6 +42,9 @@ extension HTTPRequestHead {
             headers.add(name: name, value: value)
         }
         guard let method, let path, scheme != nil, hosts <= 1, method != "CONNECT" else { return nil }
+        // Content-Length is held to the HTTP/1.1 rules (an upstream that reads
+        // `+45` its own way would desync); the DATA must then match it.
+        if hasLength, (try? HTTP1RequestDecoder.contentLength(headers)) == nil { return nil }
         if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
         let httpMethod = HTTPMethod(rawValue: method)
         switch httpMethod {
@@ -61,9 +64,11 @@ enum HTTP2Fields {
     }
 
     /// A lower-case token name that is not connection-specific (`te` only as
-    /// `trailers`), and a value without CR, LF or NUL.
+    /// `trailers`), and a value without CR, LF or NUL that neither starts nor
+    /// ends with whitespace (RFC 9113 §8.2.1).
     static func isAllowedRegular(name: String, value: String) -> Bool {
-        guard !name.isEmpty, name.utf8.allSatisfy(isLowercaseTokenByte), !value.utf8.contains(where: { $0 == 0 || $0 == 0x0A || $0 == 0x0D })
+        guard !name.isEmpty, name.utf8.allSatisfy(isLowercaseTokenByte), !value.utf8.contains(where: { $0 == 0 || $0 == 0x0A || $0 == 0x0D }),
+            !isWhitespace(value.utf8.first), !isWhitespace(value.utf8.last)
         else { return false }
         switch name.utf8.count {
         case 2: return name != "te" || value == "trailers"
@@ -74,6 +79,8 @@ enum HTTP2Fields {
         default: return true
         }
     }
+
+    private static func isWhitespace(_ byte: UInt8?) -> Bool { byte == 0x20 || byte == 0x09 }
 
     /// Pseudo-header values end up in a request line: no space, control
     /// character or DEL (as swift-nio-http2 checks them).
