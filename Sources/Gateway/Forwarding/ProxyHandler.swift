@@ -168,7 +168,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
     }
 
-    func received(_ head: HTTPRequestHead) {
+    func received(_ head: consuming HTTPRequestHead) {
         let limits = shared.config.limits
         if head.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }) > limits.maxHeaderBytes {
             return answer(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), to: head, close: true)
@@ -178,7 +178,20 @@ final class ProxyHandler: UpstreamResponseDelegate {
                                   detail: "only origin-form targets (/path?query) are accepted; the gateway is not an open proxy"),
                           to: head, close: true)
         }
-        let path = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(head.uri[..<$0]) } ?? head.uri
+        let queryStart = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")) ?? head.uri.endIndex
+        let path: String
+        do {
+            let normalized = try PathNormalization.normalize(head.uri[..<queryStart])
+            path = String(normalized)
+            // Routing and the upstream read the same path.
+            if normalized.utf8.count != head.uri.utf8.distance(from: head.uri.startIndex, to: queryStart) {
+                head.uri = path + head.uri[queryStart...]
+            }
+        } catch {
+            return answer(Problem(status: 400, code: "bad-path", title: "Bad request path",
+                                  detail: "an escaped slash or backslash (%2F, %5C) in the path is refused"),
+                          to: head, close: true)
+        }
         let headers = HeaderList(head.headers)
         // Both protocols' heads were checked already: every Content-Length the same number.
         let length = try? HTTP1RequestDecoder.contentLength(head.headers)

@@ -19,6 +19,7 @@ extension HTTPRequestHead {
         var headers = HTTPHeaders()
         headers.reserveCapacity(block.count + 1)
         var hasLength = false, hosts = 0, regular = false
+        var cookies: [String] = []
         for (name, value, _) in block {
             if name.utf8.first == UInt8(ascii: ":") {
                 guard !regular, HTTP2Fields.isValidPseudoValue(value) else { return nil }
@@ -39,9 +40,17 @@ extension HTTPRequestHead {
             }
             if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
             if name == "content-length" { hasLength = true }
+            // Split cookie fields are joined into one (RFC 9113 §8.2.3).
+            if name == "cookie" {
+                cookies.append(value)
+                continue
+            }
             headers.add(name: name, value: value)
         }
         guard let method, let path, scheme != nil, hosts <= 1, method != "CONNECT" else { return nil }
+        // A host and port only, as HTTP/1.1's Host: no userinfo (`user@host`).
+        if let authority, !authority.utf8.allSatisfy(\.isHostChar) { return nil }
+        if !cookies.isEmpty { headers.add(name: "cookie", value: cookies.joined(separator: "; ")) }
         // Content-Length is held to the HTTP/1.1 rules (an upstream that reads
         // `+45` its own way would desync); the DATA must then match it.
         if hasLength, (try? HTTP1RequestDecoder.contentLength(headers)) == nil { return nil }
