@@ -161,6 +161,9 @@ import Testing
         let jittered = delays(.init(strategy: .exponential, base: ms(25), max: ms(500), jitter: true))
         for (delay, cap) in zip(jittered, [25, 50, 100, 200, 400, 500].map(ms)) { #expect(delay >= .zero && delay <= cap) }
         #expect(Set(jittered).count > 1)
+        // The default jitter applies to exponential only: fixed and fibonacci wait exactly.
+        #expect(delays(.init(strategy: .fixed, base: ms(300), max: .seconds(1))) == Array(repeating: ms(300), count: 6))
+        #expect(delays(.init(strategy: .fibonacci, base: ms(25), max: ms(200))) == [25, 25, 50, 75, 125, 200].map(ms))
         #expect(RetryPolicy.Backoff(strategy: .exponential, base: .seconds(1), max: .seconds(30), jitter: false)
             .delay(forRetry: 200, random: &random) == .seconds(30))
     }

@@ -30,7 +30,8 @@ import Testing
     @Test(arguments: [
         (ParamType.int, "\"0042\"", "42"), (.int, "-7", "-7"), (.int, "\"-0\"", "0"),
         (.int, "\"123456789012345678901234567890\"", "123456789012345678901234567890"),
-        (.number, "\"1.50\"", "1.50"), (.number, "2e3", "2e3"), (.bool, "\"true\"", "true"), (.bool, "\"0\"", "false"),
+        (.number, "\"1.50\"", "1.5"), (.number, "\"100\"", "100"), (.number, "\"2.5e1\"", "25"), (.number, "2e3", "2e3"),
+        (.number, "1.50", "1.50"), (.int, "[\"1\",\"02\"]", "[1,2]"), (.number, "[\"2.50\",3]", "[2.5,3]"), (.string, "[1,true]", "[\"1\",\"true\"]"), (.bool, "\"true\"", "true"), (.bool, "\"0\"", "false"),
         (.bool, "1", "true"), (.string, "1.0", "\"1.0\""), (.string, "false", "\"false\""),
         (.timestampMs, "\"2024-05-01T12:30:00Z\"", "1714566600000"), (.timestampMs, "\"2024-05-01T14:30:00.1239+02:00\"", "1714566600123"),
         (.timestampMs, "\"2024-05-01\"", "1714521600000"), (.timestampMs, "\"1970-01-01T00:00:00Z\"", "0"),
@@ -45,7 +46,7 @@ import Testing
 
     @Test(arguments: [
         (ParamType.int, "\"1.5\""), (.int, "1.0"), (.int, "\"abc\""), (.int, "\"\""), (.int, "true"), (.number, "\"1.\""),
-        (.number, "\"0x10\""), (.bool, "\"yes\""), (.string, "[1]"), (.timestampMs, "\"2024-02-30T00:00:00Z\""),
+        (.number, "\"0x10\""), (.bool, "\"yes\""), (.string, "[{\"a\":1}]"), (.int, "[\"1\",\"x\"]"), (.timestampMs, "\"2024-02-30T00:00:00Z\""),
         (.timestampMs, "\"2024-05-01T25:00:00Z\""), (.timestampMs, "\"yesterday\""), (.timestampMs, "\"2024-05-01T12:30:00\u{2212}02:00\""),
         (.timestampMs, "1.5"), (.file, "\"not a data uri\""), (.file, "{\"filename\":\"a\",\"base64\":\"***\"}"),
         (.file, "{\"filename\":\"a\",\"base64\":\"aGk=\",\"extra\":1}"),

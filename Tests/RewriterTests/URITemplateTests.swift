@@ -77,6 +77,8 @@ import Testing
     @Test func literalsAreEncodedOnceAndTripletsKept() throws {
         #expect(try URITemplate("/caf\u{E9}/%41{/var}").expand(Self.variables) == "/caf%C3%A9/%41/value")
         #expect(try URITemplate("/a{var:2}").expand(JSONObject(["var": "ünï"])) == "/a%C3%BCn")
+        // RFC 6570 erratum 6937: an apostrophe is a literal like any sub-delim.
+        #expect(try URITemplate("/it's{/var}").expand(Self.variables) == "/it's/value")
     }
 
     @Test(arguments: ["{var", "{}", "{=var}", "{!var}", "{var:0}", "{var:10000}", "{va r}", "{var..x}", "{.var.}", "/a}b", "/a b",

@@ -19,7 +19,12 @@ extension ConfigReader {
             }
             if let s = backoff.take("base"), let v = duration(s, backoff.path("base")) { policy.backoff.base = v }
             if let s = backoff.take("max"), let v = duration(s, backoff.path("max")) { policy.backoff.max = v }
-            if let s = backoff.take("jitter"), let v = bool(s, backoff.path("jitter")) { policy.backoff.jitter = v }
+            if let s = backoff.take("jitter"), let v = bool(s, backoff.path("jitter")) {
+                policy.backoff.jitter = v
+                if v, policy.backoff.strategy != .exponential {
+                    report(s, backoff.path("jitter"), "only the exponential strategy is jittered; \(policy.backoff.strategy.rawValue) waits exactly")
+                }
+            }
             if policy.backoff.max < policy.backoff.base { report(n, backoff.path("max"), "is smaller than base") }
         }
         if let n = fields.take("retry_after"), let text = string(n, fields.path("retry_after")) {

@@ -179,18 +179,11 @@ final class ProxyHandler: UpstreamResponseDelegate {
                           to: head, close: true)
         }
         let queryStart = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")) ?? head.uri.endIndex
-        let path: String
-        do {
-            let normalized = try PathNormalization.normalize(head.uri[..<queryStart])
-            path = String(normalized)
-            // Routing and the upstream read the same path.
-            if normalized.utf8.count != head.uri.utf8.distance(from: head.uri.startIndex, to: queryStart) {
-                head.uri = path + head.uri[queryStart...]
-            }
-        } catch {
-            return answer(Problem(status: 400, code: "bad-path", title: "Bad request path",
-                                  detail: "an escaped slash or backslash (%2F, %5C) in the path is refused"),
-                          to: head, close: true)
+        let normalized = PathNormalization.normalize(head.uri[..<queryStart])
+        let path = String(normalized)
+        // Routing and the upstream read the same path.
+        if normalized.utf8.count != head.uri.utf8.distance(from: head.uri.startIndex, to: queryStart) {
+            head.uri = path + head.uri[queryStart...]
         }
         let headers = HeaderList(head.headers)
         // Both protocols' heads were checked already: every Content-Length the same number.

@@ -1,8 +1,9 @@
 extension RetryPolicy.Backoff {
     /// The delay before retry `n` (1 for the first retry): `immediate` 0,
     /// `fixed` base, `exponential` min(max, base·2^(n-1)), `fibonacci`
-    /// min(max, base·fib(n)); with `jitter`, a uniform pick in [0, delay]
-    /// (full jitter). Pure: randomness is injected.
+    /// min(max, base·fib(n)); `exponential` with `jitter` (its default) is a
+    /// uniform pick in [0, delay] (full jitter); the others wait exactly.
+    /// Pure: randomness is injected.
     public func delay(forRetry n: Int, random: inout some RandomNumberGenerator) -> Duration {
         let n = Swift.max(1, n)
         let planned: Duration
@@ -12,7 +13,7 @@ extension RetryPolicy.Backoff {
         case .exponential: planned = Self.capped(base, times: n >= 63 ? .max : 1 << (n - 1), max: max)
         case .fibonacci: planned = Self.capped(base, times: Self.fibonacci(n), max: max)
         }
-        guard jitter, planned > .zero else { return planned }
+        guard jitter, strategy == .exponential, planned > .zero else { return planned }
         let nanos = planned.nanosecondCount
         return .nanoseconds(Int64.random(in: 0...nanos, using: &random))
     }

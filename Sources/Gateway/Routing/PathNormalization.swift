@@ -3,20 +3,18 @@
 /// `normalize_path` and `merge_slashes`): dot segments removed (RFC 3986
 /// section 5.2.4, `%2E` counted as a dot, as Envoy and browsers do) and
 /// repeated slashes merged. An escaped slash or backslash (`%2F`, `%5C`) is
-/// refused (Envoy's `path_with_escaped_slashes_action: REJECT_REQUEST`):
-/// upstreams disagree whether it separates segments.
+/// kept as it is, inside its segment (Envoy's default,
+/// `path_with_escaped_slashes_action: KEEP_UNCHANGED`): legacy APIs carry
+/// them in identifiers, and routing and the upstream see the same bytes.
 enum PathNormalization {
-    struct EscapedSlash: Error {}
-
     /// `path` starts with "/" and has no query.
-    static func normalize(_ path: Substring) throws(EscapedSlash) -> Substring {
+    static func normalize(_ path: Substring) -> Substring {
         guard needsWork(path.utf8) else { return path }
         var kept: [Substring] = []
         var trailingSlash = false
         let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         for (index, segment) in zip(segments.indices, segments) {
             let last = index == segments.index(before: segments.endIndex)
-            if hasEscapedSlash(segment.utf8) { throw EscapedSlash() }
             switch dots(segment.utf8) {
             case 1:
                 trailingSlash = last
@@ -44,16 +42,6 @@ enum PathNormalization {
                 return true
             }
             previous = byte
-        }
-        return false
-    }
-
-    private static func hasEscapedSlash(_ bytes: Substring.UTF8View) -> Bool {
-        var iterator = bytes.makeIterator()
-        while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else { continue }
-            let high = iterator.next(), low = iterator.next().map { $0 | 0x20 }
-            if high == UInt8(ascii: "2") && low == UInt8(ascii: "f") || high == UInt8(ascii: "5") && low == UInt8(ascii: "c") { return true }
         }
         return false
     }

@@ -1,8 +1,18 @@
 extension ParamType {
     /// Converts `value` to this type; nil when it does not convert. Null passes
     /// through (a null is "no value", whatever the type).
+    /// An array converts element by element (`ids=1&ids=2` as `int` is `[1, 2]`).
     public func convert(_ value: JSONValue) -> JSONValue? {
         if case .null = value { return .null }
+        if case .array(let elements) = value, self != .file {
+            var converted: [JSONValue] = []
+            converted.reserveCapacity(elements.count)
+            for element in elements {
+                guard case let item? = convert(element) else { return nil }
+                converted.append(item)
+            }
+            return .array(converted)
+        }
         switch self {
         case .string:
             switch value {
@@ -20,7 +30,7 @@ extension ParamType {
         case .number:
             switch value {
             case .number: return value
-            case .string(let s): return Self.isJSONNumber(s) ? .number(s) : nil
+            case .string(let s): return Self.isJSONNumber(s) ? .number(Self.shortestSpelling(s)) : nil
             default: return nil
             }
         case .bool:
@@ -51,6 +61,15 @@ extension ParamType {
         let digits = utf8.drop { $0 == UInt8(ascii: "0") }
         if digits.isEmpty { return "0" }
         return (negative ? "-" : "") + String(Substring(digits))
+    }
+
+    /// A number that came as text is written as a plain integer, or else as
+    /// the shortest decimal that reads back as the same double (`2.50` -> `2.5`).
+    static func shortestSpelling(_ s: String) -> String {
+        if let integer = integerSpelling(s) { return integer }
+        guard let double = Double(s), double.isFinite else { return s }
+        if double == double.rounded(), abs(double) < 1e15 { return String(Int64(double)) }
+        return "\(double)"
     }
 
     static func isJSONNumber(_ s: String) -> Bool {

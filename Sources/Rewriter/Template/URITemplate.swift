@@ -177,11 +177,12 @@ private struct URITemplateParser {
 
     func isHex(_ s: Unicode.Scalar) -> Bool { s.isASCII && hexValue(UInt8(s.value)) != nil }
 
-    /// RFC 6570 section 2.1: everything but CTL, SP, `"'%<>\^`{|}`.
+    /// RFC 6570 section 2.1: everything but CTL, SP, `"%<>\^`{|}`; `'` is
+    /// allowed (erratum 6937).
     func isLiteral(_ s: Unicode.Scalar) -> Bool {
         if !s.isASCII { return true }
         switch s.value {
-        case 0..<0x21, 0x7F, 0x22, 0x25, 0x27, 0x3C, 0x3E, 0x5C, 0x5E, 0x60, 0x7B, 0x7C, 0x7D: return false
+        case 0..<0x21, 0x7F, 0x22, 0x25, 0x3C, 0x3E, 0x5C, 0x5E, 0x60, 0x7B, 0x7C, 0x7D: return false
         default: return true
         }
     }
