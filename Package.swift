@@ -81,3 +81,23 @@ let package = Package(
         ),
     ]
 )
+
+// libFuzzer entry points (scripts/fuzz builds them with --sanitize=fuzzer,address;
+// a plain build links them as small programs that do nothing).
+for (name, dependencies) in [
+    ("FuzzHTTP1Request", ["Gateway", "NIOCore"]), ("FuzzHTTP1Response", ["Gateway", "NIOCore", "NIOHTTP1"]),
+    ("FuzzHeadWriter", ["Gateway", "NIOCore", "Rewriter"]), ("FuzzJSON", ["Rewriter"]), ("FuzzQuery", ["Rewriter"]),
+    ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway", "NIOHPACK", "NIOHTTP1"]),
+] as [(String, [String])] {
+    package.targets.append(.executableTarget(
+        name: name,
+        dependencies: dependencies.map { dependency -> Target.Dependency in
+            switch dependency {
+            case "Gateway", "Rewriter": .target(name: dependency)
+            case "NIOHPACK": .product(name: dependency, package: "swift-nio-http2")
+            default: .product(name: dependency, package: "swift-nio")
+            }
+        },
+        path: "Fuzz/\(name)"
+    ))
+}

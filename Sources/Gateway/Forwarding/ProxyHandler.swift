@@ -173,10 +173,16 @@ final class ProxyHandler: UpstreamResponseDelegate {
         if head.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }) > limits.maxHeaderBytes {
             return answer(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), to: head, close: true)
         }
-        guard head.uri.hasPrefix("/") else {
-            return answer(Problem(status: 400, code: "bad-target", title: "Bad request target",
-                                  detail: "only origin-form targets (/path?query) are accepted; the gateway is not an open proxy"),
-                          to: head, close: true)
+        if !head.uri.hasPrefix("/") {
+            guard let absolute = AbsoluteForm(head.uri),
+                AbsoluteForm.isOwn(absolute.authority, localAuthority: client.localAuthority, router: shared.router)
+            else {
+                return answer(Problem(status: 400, code: "bad-target", title: "Bad request target",
+                                      detail: "the target must be /path?query, or an absolute URL naming this gateway; it is not an open proxy"),
+                              to: head, close: true)
+            }
+            head.uri = absolute.originForm
+            head.headers.replaceOrAdd(name: "Host", value: String(absolute.authority))
         }
         let queryStart = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")) ?? head.uri.endIndex
         let normalized = PathNormalization.normalize(head.uri[..<queryStart])

@@ -12,6 +12,9 @@ protocol ClientSide: AnyObject {
     var isActive: Bool { get }
     /// The peer's address as text, formatted once per connection.
     var peerAddress: String { get }
+    /// The address the client connected to, `host:port` (the authority an
+    /// absolute-form target must name to be this gateway's own).
+    var localAuthority: String { get }
     func write(_ part: HTTPServerResponsePart)
     func flush()
     /// Ends the answer and flushes; `close`: the connection (HTTP/1.1) or

@@ -186,6 +186,10 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     var isWritable: Bool { context?.channel.isWritable ?? false }
     var isActive: Bool { context?.channel.isActive ?? false }
     lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"
+    lazy var localAuthority = context?.channel.localAddress.map { address in
+        let host = address.ipAddress ?? ""
+        return (host.contains(":") ? "[\(host)]" : host) + ":\(address.port ?? 0)"
+    } ?? ""
 
     func write(_ part: HTTPServerResponsePart) {
         switch part {

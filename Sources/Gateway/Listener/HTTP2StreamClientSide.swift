@@ -46,6 +46,8 @@ final class HTTP2StreamClientSide: ClientSide {
     }
     var isActive: Bool { open }
     var peerAddress: String { connection.peerAddress }
+    /// HTTP/2 names the authority in `:authority`; no absolute-form target arrives here.
+    var localAuthority: String { "" }
 
     /// Whether `count` more body bytes (and the request's end, when
     /// `endStream`) stay within the declared Content-Length and, at the end, fill it.

@@ -1,8 +1,11 @@
 import NIOCore
 
-/// Tells HTTP/2 prior knowledge (h2c) from HTTP/1.1 on one port by the
-/// connection preface, lets `configure` build the pipeline behind it, passes
-/// on the bytes read so far and removes itself.
+/// Tells HTTP/2 prior knowledge (h2c) from HTTP/1.1 on one port, lets
+/// `configure` build the pipeline behind it, passes on the bytes read so far
+/// and removes itself. HTTP/1 is what opens with an HTTP/1.x request line;
+/// anything else (the preface, or bytes that only begin like it) goes to
+/// HTTP/2, whose handler answers a wrong preface with GOAWAY(PROTOCOL_ERROR)
+/// instead of an HTTP/1.1 error an HTTP/2 peer cannot read (h2spec 3.5).
 final class HTTPVersionDetector: ByteToMessageDecoder {
     typealias InboundOut = ByteBuffer
 
@@ -23,11 +26,34 @@ final class HTTPVersionDetector: ByteToMessageDecoder {
         guard let bytes = buffer.getBytes(at: buffer.readerIndex, length: available) else { return .needMoreData }
         let matches = bytes.elementsEqual(Self.preface.prefix(available))
         if matches && available < Self.preface.count { return .needMoreData }
-        try configure(context.channel, matches)
+        let http2: Bool
+        if matches {
+            http2 = true
+        } else if let isHTTP1 = Self.opensWithHTTP1RequestLine(buffer) {
+            http2 = !isHTTP1
+        } else {
+            return .needMoreData
+        }
+        try configure(context.channel, http2)
         configured = true
         context.fireChannelRead(NIOAny(buffer.readSlice(length: buffer.readableBytes)!))
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
         return .needMoreData
+    }
+
+    /// The longest request line waited for: past it, HTTP/1's reader refuses the head.
+    static let maxLineBytes = 16 * 1024
+
+    /// Whether the first line ends in ` HTTP/1.x`; nil while it is incomplete.
+    static func opensWithHTTP1RequestLine(_ buffer: ByteBuffer) -> Bool? {
+        let view = buffer.readableBytesView
+        guard let lineFeed = view.prefix(maxLineBytes).firstIndex(of: UInt8(ascii: "\n")) else {
+            return view.count >= maxLineBytes ? true : nil
+        }
+        var line = view[..<lineFeed]
+        if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+        let version = line.suffix(9)
+        return version.count == 9 && version.prefix(8).elementsEqual(" HTTP/1.".utf8) && version.last.map { $0 >= 0x30 && $0 <= 0x39 } == true
     }
 
     /// Called while the removal completes: bytes still buffered belong to the

@@ -68,7 +68,8 @@ extension ParamType {
     static func shortestSpelling(_ s: String) -> String {
         if let integer = integerSpelling(s) { return integer }
         guard let double = Double(s), double.isFinite else { return s }
-        if double == double.rounded(), abs(double) < 1e15 { return String(Int64(double)) }
+        // A plain conversion, not Int64(exactly:) or rounded(), which need libm.
+        if abs(double) < 1e15, Double(Int64(double)) == double { return String(Int64(double)) }
         return "\(double)"
     }
 

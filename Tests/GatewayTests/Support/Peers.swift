@@ -69,6 +69,11 @@ func curl(_ arguments: [String]) throws -> PeerResult {
 /// the peer closes (`<timeout>` appended if it had not after `timeout` seconds).
 /// `halfClose`: the sending side is shut after the bytes.
 func rawExchange(port: Int, _ bytes: [UInt8], timeout: Double = 10, halfClose: Bool = false) throws -> String {
+    String(decoding: try rawExchangeBytes(port: port, bytes, timeout: timeout, halfClose: halfClose), as: UTF8.self)
+}
+
+/// The bytes the server sent back, unconverted (HTTP/2 frames are binary).
+func rawExchangeBytes(port: Int, _ bytes: [UInt8], timeout: Double = 10, halfClose: Bool = false) throws -> [UInt8] {
     let script = """
         import socket, sys
         s = socket.create_connection(("127.0.0.1", \(port)), timeout=\(timeout))
@@ -84,5 +89,5 @@ func rawExchange(port: Int, _ bytes: [UInt8], timeout: Double = 10, halfClose: B
             out += b"<timeout>"
         sys.stdout.buffer.write(out)
         """
-    return try runPeer("/usr/bin/env", ["python3", "-c", script], stdin: bytes).text
+    return try runPeer("/usr/bin/env", ["python3", "-c", script], stdin: bytes).out
 }

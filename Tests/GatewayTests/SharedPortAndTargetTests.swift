@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+@testable import Gateway
+
+/// What a shared http1+h2c port makes of its first bytes, and which
+/// absolute-form targets are this gateway's own.
+@Suite struct SharedPortAndTargetTests {
+    /// The frames (type, error code of a GOAWAY) in `bytes`, as far as they parse.
+    static func frames(_ reply: [UInt8]) -> [(type: UInt8, code: UInt32?)] {
+        var bytes = reply
+        var out: [(UInt8, UInt32?)] = []
+        while bytes.count >= 9 {
+            let length = Int(bytes[0]) << 16 | Int(bytes[1]) << 8 | Int(bytes[2])
+            guard bytes.count >= 9 + length else { break }
+            let payload = bytes[9..<(9 + length)]
+            let code = bytes[3] == 0x7 && length >= 8 ? payload.dropFirst(4).prefix(4).reduce(0) { $0 << 8 | UInt32($1) } : nil
+            out.append((bytes[3], code))
+            bytes.removeFirst(9 + length)
+        }
+        return out
+    }
+
+    @Test func bytesThatAreNotAnHTTP1RequestLineGetAGoAway() async throws {
+        let gateway = try await GatewayHarness.start("listeners: [{address: 127.0.0.1:0, protocols: [http1, h2c]}]\nroutes: [{name: echo, upstream: echo}]")
+        defer { Task { await gateway.stop() } }
+        for opening in ["INVALID CONNECTION PREFACE\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\r"] {
+            let reply = try rawExchangeBytes(port: gateway.port, Array(opening.utf8), timeout: 5)
+            #expect(!reply.starts(with: "HTTP/1.1".utf8), "\(opening.debugDescription): \(reply)")
+            #expect(Self.frames(reply).contains { $0.type == 0x7 && $0.code == 0x1 }, "\(opening.debugDescription): GOAWAY(PROTOCOL_ERROR)")
+        }
+        // HTTP/1.x request lines are still HTTP/1, whatever their method.
+        let http11 = try rawExchange(port: gateway.port, Array("PROPFIND /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".utf8))
+        #expect(http11.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        let http10 = try rawExchange(port: gateway.port, Array("GET /y HTTP/1.0\r\n\r\n".utf8))
+        #expect(http10.hasPrefix("HTTP/1.1 200 OK\r\n"))
+    }
+
+    @Test func anAbsoluteFormTargetIsAcceptedForThisGatewayOnly() async throws {
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            routes:
+              - {name: named, match: {host: api.internal}, upstream: echo}
+              - {name: echo, upstream: echo}
+            """)
+        defer { Task { await gateway.stop() } }
+        func get(_ target: String, host: String = "a") throws -> String {
+            try rawExchange(port: gateway.port, Array("GET \(target) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8))
+        }
+        let own = try get("http://127.0.0.1:\(gateway.port)/p?q=1")
+        #expect(own.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(own.contains(#""path":"/p""#) && own.contains("127.0.0.1:\(gateway.port)"))
+        #expect(try get("HTTP://localhost:\(gateway.port)").hasPrefix("HTTP/1.1 200 OK\r\n"))
+        let named = try get("http://api.internal/v1", host: "ignored")
+        #expect(named.hasPrefix("HTTP/1.1 200 OK\r\n") && named.contains("api.internal"))
+        // Not an open proxy.
+        for foreign in ["http://example.com/", "http://127.0.0.1:1/", "http://user@127.0.0.1:\(gateway.port)/", "ftp://127.0.0.1/"] {
+            let refused = try get(foreign)
+            #expect(refused.hasPrefix("HTTP/1.1 400 Bad Request\r\n"), "\(foreign)")
+            #expect(refused.contains("urn:gatewayd:problem:bad-target") || refused.contains("malformed"), "\(foreign)")
+        }
+    }
+}
