@@ -58,7 +58,7 @@ import Testing
                 retry: {attempts: 5, per_try_timeout: 100ms, backoff: {strategy: fixed, base: 10ms, jitter: false}}
             """)
         for name in ["connect-failure", "reset", "timeout", "refused-stream"] {
-            #expect(s.tryFinished(.failure(UpstreamError(name: name, detail: "x")), now: t0, random: &random)
+            #expect(s.tryFinished(.failure(UpstreamError(kind: UpstreamError.Kind(rawValue: name)!, detail: "x")), now: t0, random: &random)
                 == .retry(after: .milliseconds(10), reason: name))
         }
         var noPolicy = try state("")

@@ -97,18 +97,15 @@ private final class AdminHandler: ChannelInboundHandler {
                 case .reloaded:
                     respond(200, "application/json", Array(#"{"status":"reloaded"}"#.utf8), to: head, context: context)
                 case .failed(let errors):
-                    let problem = Problem(status: 422, code: "reload-failed", title: "The new config was refused; the old one still serves",
-                                          detail: errors.joined(separator: "\n"))
+                    let problem = Problem.reloadFailed(errors)
                     respond(422, Problem.contentType, problem.json, to: head, context: context)
                 }
             }
         case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/reload"):
-            let problem = Problem(status: 405, code: "method-not-allowed", title: "Method not allowed",
-                                  detail: "\(head.method.rawValue) \(path): use \(path == "/reload" ? "POST" : "GET")")
+            let problem = Problem.methodNotAllowed("\(head.method.rawValue) \(path): use \(path == "/reload" ? "POST" : "GET")")
             respond(405, Problem.contentType, problem.json, to: head, context: context)
         default:
-            let problem = Problem(status: 404, code: "not-found", title: "Not found",
-                                  detail: "admin endpoints: /healthz /readyz /metrics /config, POST /reload")
+            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config, POST /reload")
             respond(404, Problem.contentType, problem.json, to: head, context: context)
         }
     }

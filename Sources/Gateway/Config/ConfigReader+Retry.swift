@@ -60,11 +60,8 @@ extension ConfigReader {
             return .status(code...code)
         }
         guard let text = string(node, path) else { return nil }
+        if let kind = UpstreamError.Kind(rawValue: text), kind != .unsupported { return .failure(kind) }
         switch text {
-        case "connect-failure": return .connectFailure
-        case "reset": return .reset
-        case "timeout": return .timeout
-        case "refused-stream": return .refusedStream
         case "5xx": return .status(500...599)
         default:
             if let range = StatusRanges.parse(text)?.first { return .status(range) }

@@ -2,7 +2,8 @@
 /// that walks it lives with the forwarder.
 public struct RetryPolicy: Sendable, Hashable {
     public enum Condition: Sendable, Hashable {
-        case connectFailure, reset, timeout, refusedStream
+        /// A transport failure of this kind.
+        case failure(UpstreamError.Kind)
         case status(ClosedRange<Int>)
     }
 
@@ -34,7 +35,7 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     public static let idempotentMethods = ["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]
-    public static let defaultConditions: [Condition] = [.connectFailure, .reset, .timeout, .refusedStream]
+    public static let defaultConditions: [Condition] = [.failure(.connectFailure), .failure(.reset), .failure(.timeout), .failure(.refusedStream)]
 
     /// Tries in total, the first included.
     public var attempts: Int

@@ -1,5 +1,7 @@
 import Rewriter
 
+/// Every problem the gateway answers with itself, in one place: the
+/// `type` codes are a public contract (clients and dashboards match on them).
 extension Problem {
     public static func noRoute(method: String, path: String) -> Problem {
         Problem(status: 404, code: "no-route", title: "No route matches", detail: "no route matches \(method) \(path)")
@@ -12,6 +14,68 @@ extension Problem {
 
     static func headersTooLarge(_ detail: String) -> Problem {
         Problem(status: 431, code: "headers-too-large", title: "Request header fields too large", detail: detail)
+    }
+
+    static let badTarget = Problem(status: 400, code: "bad-target", title: "Bad request target",
+                                   detail: "the target must be /path?query, or an absolute URL naming this gateway; it is not an open proxy")
+
+    static func malformed(_ error: HTTP1ParseError) -> Problem {
+        switch error {
+        case .headTooLarge:
+            return .headersTooLarge("the request head exceeds what the gateway reads (\(error))")
+        case .unsupportedTransferCoding:
+            return Problem(status: 501, code: "transfer-coding-unsupported", title: "Transfer coding not supported",
+                           detail: "\(error); the connection is closed")
+        case .unsupportedVersion:
+            return Problem(status: 505, code: "version-unsupported", title: "HTTP version not supported", detail: "\(error)")
+        case .malformed:
+            return Problem(status: 400, code: "malformed-request", title: "Malformed request",
+                           detail: "the request is not valid HTTP/1.1: \(error); the connection is closed")
+        }
+    }
+
+    static func bodyTimeout(_ timeout: Duration, route: String?) -> Problem {
+        Problem(status: 408, code: "body-timeout", title: "Request body not received in time",
+                detail: "no part of the request body arrived within limits.idle_timeout (\(timeout))", route: route)
+    }
+
+    static func deadline(upstream: String, route: String) -> Problem {
+        Problem(status: 504, code: "deadline", title: "Upstream took too long",
+                detail: "no complete response from upstream \(upstream) within the route's timeout", route: route)
+    }
+
+    /// A try failed in transport: `upstream-<kind>`; a timed-out one is a gateway timeout, as nginx and Envoy answer it.
+    static func upstreamFailed(_ error: UpstreamError, upstream: String, route: String) -> Problem {
+        Problem(status: error.kind == .timeout ? 504 : 502, code: "upstream-\(error.name)", title: "Upstream failed",
+                detail: "upstream \(upstream): \(error.detail)", route: route)
+    }
+
+    static func validatorFailed(_ validator: String, upstream: String, status: Int?, route: String) -> Problem {
+        let status = status.map { " (upstream status \($0))" } ?? ""
+        return Problem(status: 502, code: "validator-failed", title: "Upstream answer refused",
+                       detail: "\(validator) refused the answer of upstream \(upstream)\(status)", route: route)
+    }
+
+    static func refreshFailed(upstream: String, error: any Error, route: String) -> Problem {
+        Problem(status: 502, code: "refresh-failed", title: "Credential refresh failed",
+                detail: "refreshing through upstream \(upstream) failed: \(error)", route: route)
+    }
+
+    static func modifierFailed(_ detail: String, route: String) -> Problem {
+        Problem(status: 500, code: "modifier-failed", title: "A request modifier failed", detail: detail, route: route)
+    }
+
+    static func reloadFailed(_ errors: [String]) -> Problem {
+        Problem(status: 422, code: "reload-failed", title: "The new config was refused; the old one still serves",
+                detail: errors.joined(separator: "\n"))
+    }
+
+    static func methodNotAllowed(_ detail: String) -> Problem {
+        Problem(status: 405, code: "method-not-allowed", title: "Method not allowed", detail: detail)
+    }
+
+    static func notFound(_ detail: String) -> Problem {
+        Problem(status: 404, code: "not-found", title: "Not found", detail: detail)
     }
 
     /// The full HTTP/1.1 response the gateway answers with.

@@ -30,9 +30,7 @@ extension ProxyHandler {
                 let route = match?.route.config.name
                 match = nil
                 let timeout = shared.config.limits.idleTimeout
-                return answer(Problem(status: 408, code: "body-timeout", title: "Request body not received in time",
-                                      detail: "no part of the request body arrived within limits.idle_timeout (\(timeout))", route: route),
-                              to: head, close: true)
+                return answer(.bodyTimeout(timeout, route: route), to: head, close: true)
             }
             // No request in flight: the client sent no (complete) head in time.
             client.close()
@@ -46,10 +44,7 @@ extension ProxyHandler {
             record(status: log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
             client.close()
         } else {
-            answer(Problem(status: 504, code: "deadline", title: "Upstream took too long",
-                           detail: "no complete answer from upstream \(call.route.upstream.name) within the route's timeout",
-                           route: call.route.config.name),
-                   to: call.requestHead, requestID: call.requestID)
+            answer(.deadline(upstream: call.route.upstream.name, route: call.route.config.name), to: call.requestHead, requestID: call.requestID)
         }
     }
 

@@ -149,7 +149,7 @@ extension ProxyHandler {
         if progress != .responseStarted {
             // Provably never reached the upstream (a pooled connection found
             // closed, or closed by the failing write): once more, unasked.
-            if progress == .unsent, error.name != "connect-failure", let replay = machine.replayUnsent() {
+            if progress == .unsent, error.kind != .connectFailure, let replay = machine.replayUnsent() {
                 logTry(.failure(error), .retry(after: .zero, reason: "unsent"), call.retry)
                 return run(replay)
             }
@@ -164,9 +164,7 @@ extension ProxyHandler {
             client.close()
             return
         }
-        // A try that timed out is a gateway timeout, as nginx and Envoy answer it.
-        let problem = Problem(status: error.name == "timeout" ? 504 : 502, code: "upstream-\(error.name)", title: "Upstream failed",
-                              detail: "upstream \(call.route.upstream.name): \(error.detail)", route: call.route.config.name)
-        answer(problem, to: call.requestHead, requestID: call.requestID)
+        answer(.upstreamFailed(error, upstream: call.route.upstream.name, route: call.route.config.name),
+               to: call.requestHead, requestID: call.requestID)
     }
 }

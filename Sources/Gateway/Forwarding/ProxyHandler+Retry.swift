@@ -38,10 +38,8 @@ extension ProxyHandler {
         case .fail(let validator):
             call.connection?.abandon()
             endCall()
-            let status = upstreamStatus.map { " (upstream status \($0))" } ?? ""
-            answer(Problem(status: 502, code: "validator-failed", title: "Upstream answer refused",
-                           detail: "\(validator) refused the answer of upstream \(call.route.upstream.name)\(status)",
-                           route: call.route.config.name), to: call.requestHead, requestID: call.requestID)
+            answer(.validatorFailed(validator, upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name),
+                   to: call.requestHead, requestID: call.requestID)
             return true
         case .retry(let delay, _):
             log.upstreamStatus = nil
@@ -106,8 +104,7 @@ extension ProxyHandler {
                 case .success: run(machine.credentialReady(token))
                 case .failure(let error):
                     endCall()
-                    answer(Problem(status: 502, code: "refresh-failed", title: "Credential refresh failed",
-                                   detail: "refreshing through upstream \(refresher.upstream.name) failed: \(error)", route: route.config.name),
+                    answer(.refreshFailed(upstream: refresher.upstream.name, error: error, route: route.config.name),
                            to: call.requestHead, requestID: call.requestID)
                 }
             }

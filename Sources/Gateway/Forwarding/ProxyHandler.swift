@@ -177,9 +177,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             guard let absolute = AbsoluteForm(head.uri),
                 AbsoluteForm.isOwn(absolute.authority, localAuthority: client.localAuthority, router: shared.router)
             else {
-                return answer(Problem(status: 400, code: "bad-target", title: "Bad request target",
-                                      detail: "the target must be /path?query, or an absolute URL naming this gateway; it is not an open proxy"),
-                              to: head, close: true)
+                return answer(.badTarget, to: head, close: true)
             }
             head.uri = absolute.originForm
             head.headers.replaceOrAdd(name: "Host", value: String(absolute.authority))
@@ -259,8 +257,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 endCall()
                 endStreaming()
                 let problem = error as? Problem
-                    ?? Problem(status: 500, code: "modifier-failed", title: "A request modifier failed", detail: "\(error)",
-                               route: call.route.config.name)
+                    ?? .modifierFailed("\(error)", route: call.route.config.name)
                 answer(problem, to: call.requestHead, requestID: call.requestID, close: streaming != nil)
             }
         }

@@ -26,8 +26,7 @@ extension UpstreamRequest {
         let bad = headers.first { !HeaderList.isValidName($0.name) || !HeaderList.isValidValue($0.value) }
         guard HeaderList.isValidName(method), targetSafe, bad == nil else {
             let what = bad.map { "header \($0.name)" } ?? (targetSafe ? "method" : "target")
-            throw Problem(status: 500, code: "modifier-failed", title: "A request modifier failed",
-                          detail: "a request modifier produced an invalid \(what)", route: route)
+            throw Problem.modifierFailed("a request modifier produced an invalid \(what)", route: route)
         }
     }
 }

@@ -101,7 +101,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
             } catch {
                 discarding = true
                 received = ByteBuffer()
-                proxy.malformed(Self.problem(error))
+                proxy.malformed(.malformed(error))
                 return
             }
             guard let part else { break }
@@ -130,21 +130,6 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     func handleScheduledCallback(eventLoop: some EventLoop) {
         timer.fired()
         proxy?.deadlinePassed()
-    }
-
-    static func problem(_ error: HTTP1ParseError) -> Problem {
-        switch error {
-        case .headTooLarge:
-            return .headersTooLarge("the request head exceeds what the gateway reads (\(error))")
-        case .unsupportedTransferCoding:
-            return Problem(status: 501, code: "transfer-coding-unsupported", title: "Transfer coding not supported",
-                           detail: "\(error); the connection is closed")
-        case .unsupportedVersion:
-            return Problem(status: 505, code: "version-unsupported", title: "HTTP version not supported", detail: "\(error)")
-        case .malformed:
-            return Problem(status: 400, code: "malformed-request", title: "Malformed request",
-                           detail: "the request is not valid HTTP/1.1: \(error); the connection is closed")
-        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -83,10 +83,7 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
         for condition in policy.on {
             switch (condition, outcome) {
             case (.status(let range), .response(let status, _, _)) where range.contains(status): return "status-\(status)"
-            case (.connectFailure, .failure(let e)) where e.name == "connect-failure",
-                (.reset, .failure(let e)) where e.name == "reset",
-                (.timeout, .failure(let e)) where e.name == "timeout",
-                (.refusedStream, .failure(let e)) where e.name == "refused-stream":
+            case (.failure(let kind), .failure(let e)) where e.kind == kind:
                 return e.name
             default: continue
             }

@@ -1,14 +1,26 @@
-/// Why an upstream try failed; `name` is a low-cardinality label for logs
-/// and metrics, and decides retry conditions later.
+/// Why an upstream try failed: a kind, and a detail for the log only.
 public struct UpstreamError: Error, Sendable, Hashable, CustomStringConvertible {
-    public let name: String
-    public let detail: String
+    /// One set of names for config (`retry.on`), retry decisions, log
+    /// outcomes, metric labels and problem types (`upstream-<kind>`).
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        case connectFailure = "connect-failure"
+        case reset
+        case timeout
+        case refusedStream = "refused-stream"
+        /// The built-in echo upstream has no connection.
+        case unsupported
+    }
 
-    public static func connectFailure(_ detail: String) -> UpstreamError { .init(name: "connect-failure", detail: detail) }
-    public static func reset(_ detail: String) -> UpstreamError { .init(name: "reset", detail: detail) }
-    public static func timeout(_ detail: String) -> UpstreamError { .init(name: "timeout", detail: detail) }
-    public static func refusedStream(_ detail: String) -> UpstreamError { .init(name: "refused-stream", detail: detail) }
-    public static func unsupported(_ detail: String) -> UpstreamError { .init(name: "unsupported", detail: detail) }
+    public let kind: Kind
+    public let detail: String
+    /// The kind's label.
+    public var name: String { kind.rawValue }
+
+    public static func connectFailure(_ detail: String) -> UpstreamError { .init(kind: .connectFailure, detail: detail) }
+    public static func reset(_ detail: String) -> UpstreamError { .init(kind: .reset, detail: detail) }
+    public static func timeout(_ detail: String) -> UpstreamError { .init(kind: .timeout, detail: detail) }
+    public static func refusedStream(_ detail: String) -> UpstreamError { .init(kind: .refusedStream, detail: detail) }
+    public static func unsupported(_ detail: String) -> UpstreamError { .init(kind: .unsupported, detail: detail) }
 
     public var description: String { "\(name): \(detail)" }
 }
