@@ -26,6 +26,20 @@ import Testing
         #expect(!loaded.config.listeners.isEmpty)
     }
 
+    @Test func eachBodyLimitAndThePoolIdleTimeoutAreTheirOwnKeys() throws {
+        let config = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            limits: {max_body_bytes: 10, max_response_body_bytes: 20, max_refresh_body_bytes: 30}
+            upstreams: {app: {url: "http://127.0.0.1:1", idle_timeout: 2s}}
+            routes: [{name: app, upstream: app}]
+            """).config
+        #expect(config.limits.maxBodyBytes == 10 && config.limits.maxResponseBodyBytes == 20 && config.limits.maxRefreshBodyBytes == 30)
+        #expect(config.upstreams[0].idleTimeout == .seconds(2))
+        // The default config states the defaults.
+        let defaults = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/gatewayd.yaml").path).config.limits
+        #expect(defaults == Limits())
+    }
+
     @Test func defaultConfigUsesOnlyEchoAndIsLoopback() throws {
         let config = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/gatewayd.yaml").path).config
         #expect(config.routes.allSatisfy { $0.upstream == "echo" })

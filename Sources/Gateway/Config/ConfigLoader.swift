@@ -169,7 +169,10 @@ extension ConfigReader {
 
     func readLimits(_ node: Node, _ path: String) -> Limits {
         var limits = Limits()
-        guard let fields = mapping(node, path, known: ["max_header_bytes", "max_body_bytes", "header_timeout", "idle_timeout", "drain_timeout"]) else {
+        guard let fields = mapping(node, path, known: [
+            "max_header_bytes", "max_body_bytes", "max_response_body_bytes", "max_refresh_body_bytes", "header_timeout", "idle_timeout",
+            "drain_timeout",
+        ]) else {
             return limits
         }
         defer { fields.finish() }
@@ -178,6 +181,12 @@ extension ConfigReader {
         }
         if let n = fields.take("max_body_bytes"), let v = int(n, fields.path("max_body_bytes"), in: 0...Int(Int32.max)) {
             limits.maxBodyBytes = v
+        }
+        if let n = fields.take("max_response_body_bytes"), let v = int(n, fields.path("max_response_body_bytes"), in: 0...Int(Int32.max)) {
+            limits.maxResponseBodyBytes = v
+        }
+        if let n = fields.take("max_refresh_body_bytes"), let v = int(n, fields.path("max_refresh_body_bytes"), in: 0...Int(Int32.max)) {
+            limits.maxRefreshBodyBytes = v
         }
         if let n = fields.take("header_timeout"), let v = duration(n, fields.path("header_timeout")) { limits.headerTimeout = v }
         if let n = fields.take("idle_timeout"), let v = duration(n, fields.path("idle_timeout")) { limits.idleTimeout = v }

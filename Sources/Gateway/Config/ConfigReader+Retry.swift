@@ -120,12 +120,11 @@ extension ConfigReader {
         default:
             guard let pattern = string(v, fields.path(form)) else { return nil }
             do {
-                _ = try Regex(pattern)
+                return .header(name: name, .matches(try ValidatorSpec.Pattern(pattern)))
             } catch {
                 report(v, fields.path(form), "invalid regular expression: \(error)")
                 return nil
             }
-            return .header(name: name, .matches(pattern))
         }
     }
 

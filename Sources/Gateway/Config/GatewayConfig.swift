@@ -90,16 +90,25 @@ public struct AdminConfig: Sendable, Hashable {
 
 public struct Limits: Sendable, Hashable {
     public var maxHeaderBytes: Int
+    /// A request body the gateway buffers (rewrite, retry): past it, 413.
     public var maxBodyBytes: Int
+    /// A response held whole for body validators: past it, it is let
+    /// through unvalidated, as it streams.
+    public var maxResponseBodyBytes: Int
+    /// A refresh call's (token service's) response: past it, the refresh fails.
+    public var maxRefreshBodyBytes: Int
     public var headerTimeout: Duration
     public var idleTimeout: Duration
     /// How long a graceful stop waits for calls in flight.
     public var drainTimeout: Duration
 
     public init(
-        maxHeaderBytes: Int = 16384, maxBodyBytes: Int = 1_048_576, headerTimeout: Duration = .seconds(10),
+        maxHeaderBytes: Int = 16384, maxBodyBytes: Int = 1_048_576, maxResponseBodyBytes: Int = 1_048_576,
+        maxRefreshBodyBytes: Int = 65_536, headerTimeout: Duration = .seconds(10),
         idleTimeout: Duration = .seconds(60), drainTimeout: Duration = .seconds(30)
     ) {
+        self.maxResponseBodyBytes = maxResponseBodyBytes
+        self.maxRefreshBodyBytes = maxRefreshBodyBytes
         self.drainTimeout = drainTimeout
         self.maxHeaderBytes = maxHeaderBytes
         self.maxBodyBytes = maxBodyBytes

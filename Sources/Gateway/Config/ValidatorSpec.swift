@@ -15,7 +15,27 @@ public struct ValidatorSpec: Sendable, Hashable {
         case present, absent
         case equals(String)
         /// A regular expression that must match the whole value.
-        case matches(String)
+        case matches(Pattern)
+    }
+
+    /// A regular expression compiled once, when the config is read; equal
+    /// to another when their sources are. Unchecked: a `Regex` is immutable
+    /// once built (its program is lowered once, atomically), but its
+    /// `AnyRegexOutput` type is not marked Sendable.
+    public struct Pattern: @unchecked Sendable, Hashable, CustomStringConvertible {
+        public let source: String
+        let regex: Regex<AnyRegexOutput>
+
+        public init(_ source: String) throws {
+            self.source = source
+            regex = try Regex(source)
+        }
+
+        public static func == (a: Pattern, b: Pattern) -> Bool { a.source == b.source }
+        public func hash(into hasher: inout Hasher) { hasher.combine(source) }
+        public var description: String { source }
+
+        func wholeMatch(_ value: String) -> Bool { (try? regex.wholeMatch(in: value)) != nil }
     }
 
     public enum JSONCondition: Sendable, Hashable {

@@ -86,9 +86,7 @@ extension ProxyHandler {
 
     func upstreamHead(_ upstreamHead: consuming HTTPResponseHead) {
         machine.responseHeadArrived()
-        if call?.retry != nil,
-            call?.route.config.validate.contains(where: \.readsBody) == true || shared.validators.contains(where: \.readsBody)
-        {
+        if call?.retry != nil, call?.route.validatorsReadBodies == true || shared.validatorsReadBodies {
             call?.heldHead = upstreamHead
             call?.heldBody = []
             return
@@ -119,7 +117,7 @@ extension ProxyHandler {
         guard call != nil, !machine.isDraining else { return }
         if call?.heldHead != nil {
             call?.heldBody.append(contentsOf: buffer.readableBytesView)
-            if call!.heldBody.count > shared.config.limits.maxBodyBytes { releaseHeldAnswer() }
+            if call!.heldBody.count > shared.config.limits.maxResponseBodyBytes { releaseHeldAnswer() }
             return
         }
         log.bytes += buffer.readableBytes

@@ -80,7 +80,7 @@ extension ProxyHandler {
             let pool = shared.pools.pool(for: client.eventLoop)
             let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
             return pool.exchange(spec.request(to: refresher.upstream), upstream: refresher.upstream, timeout: timeout,
-                                 maxBodyBytes: shared.config.limits.maxBodyBytes)
+                                 maxBodyBytes: shared.config.limits.maxRefreshBodyBytes)
                 .flatMapThrowing { answer in try spec.capture(status: answer.status, body: answer.body) }
                 .always { call.route.metrics.refreshFinished(ok: (try? $0.get()) != nil) }
         }

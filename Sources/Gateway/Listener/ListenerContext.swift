@@ -9,6 +9,8 @@ final class ListenerContext: Sendable {
     let pools: UpstreamPools
     let modifiers: [any RequestModifier]
     let validators: [any ResponseValidator]
+    /// An embedder's validator reads response bodies: every route holds them.
+    let validatorsReadBodies: Bool
     let accessLog: AccessLog
     let metrics: GatewayMetrics
     /// `http` or `https`: what X-Forwarded-Proto says.
@@ -22,6 +24,7 @@ final class ListenerContext: Sendable {
         scheme = tls == nil ? "http" : "https"
         self.metrics = metrics
         self.validators = validators
+        validatorsReadBodies = validators.contains(where: \.readsBody)
         self.config = config
         self.router = router
         self.pools = pools

@@ -54,8 +54,17 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
     ) -> Action {
         tries += 1
         decidedBy = nil
-        let answers = validators.lazy.map { ($0.evaluate(outcome), $0.label) }
-            + custom.lazy.map { ($0.validate(outcome, route: self.route), $0.label) }
+        var body = ParsedBody(outcome.body)
+        var answers: [(ValidatorSpec.Action, String)] = []
+        for validator in validators {
+            let answer = validator.evaluate(outcome, body: &body)
+            answers.append((answer, validator.label))
+            if case .next = answer { continue }
+            break
+        }
+        if answers.last.map({ if case .next = $0.0 { true } else { false } }) ?? true {
+            answers += custom.lazy.map { ($0.validate(outcome, route: self.route), $0.label) }
+        }
         for (answer, label) in answers {
             if case .next = answer { continue }
             decidedBy = label

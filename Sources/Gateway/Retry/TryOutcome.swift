@@ -5,4 +5,9 @@ import Rewriter
 public enum TryOutcome: Sendable {
     case response(status: Int, headers: HeaderList, body: [UInt8]?)
     case failure(UpstreamError)
+
+    var body: [UInt8]? {
+        if case .response(_, _, let body) = self { return body }
+        return nil
+    }
 }

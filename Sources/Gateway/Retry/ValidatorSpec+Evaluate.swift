@@ -3,13 +3,14 @@ import Rewriter
 extension ValidatorSpec {
     /// This validator's answer for one try: `then` when its check holds,
     /// `otherwise` when not. A transport failure has no answer to check, so
-    /// only the retry policy speaks for it.
-    func evaluate(_ outcome: TryOutcome) -> Action {
-        guard case .response(let status, let headers, let body) = outcome else { return .next }
-        return holds(status: status, headers: headers, body: body) ? then : otherwise
+    /// only the retry policy speaks for it. `body` parses the response body
+    /// once for every JSON validator of the chain.
+    func evaluate(_ outcome: TryOutcome, body: inout ParsedBody) -> Action {
+        guard case .response(let status, let headers, _) = outcome else { return .next }
+        return holds(status: status, headers: headers, body: &body) ? then : otherwise
     }
 
-    private func holds(status: Int, headers: HeaderList, body: [UInt8]?) -> Bool {
+    private func holds(status: Int, headers: HeaderList, body: inout ParsedBody) -> Bool {
         switch check {
         case .status(let ranges):
             return ranges.contains { $0.contains(status) }
@@ -20,12 +21,10 @@ extension ValidatorSpec {
             case .absent: return values.isEmpty
             case .equals(let expected): return values.contains(expected)
             case .matches(let pattern):
-                guard let regex = try? Regex(pattern) else { return false }
-                return values.contains { (try? regex.wholeMatch(in: $0)) != nil }
+                return values.contains(where: pattern.wholeMatch)
             }
         case .json(let pointer, let condition):
-            // A body that is not JSON has nothing at any pointer.
-            let value = body.flatMap { try? JSONReader.parse($0) }.flatMap { pointer.resolve(in: $0) }
+            let value = body.json.flatMap { pointer.resolve(in: $0) }
             switch condition {
             case .present: return value != nil
             case .absent: return value == nil
@@ -33,7 +32,27 @@ extension ValidatorSpec {
             case .oneOf(let candidates): return value.map(candidates.contains) ?? false
             }
         case .notEmpty:
-            return !(body ?? []).isEmpty
+            return !(body.bytes ?? []).isEmpty
+        }
+    }
+}
+
+/// A try's response body for the validator chain, parsed as JSON at most
+/// once however many validators read it.
+struct ParsedBody {
+    let bytes: [UInt8]?
+    private var parsed: JSONValue??
+
+    init(_ bytes: [UInt8]?) { self.bytes = bytes }
+
+    /// The body as JSON; nil when there is none or it is not JSON (then
+    /// nothing is at any pointer).
+    var json: JSONValue? {
+        mutating get {
+            if let parsed { return parsed }
+            let value = bytes.flatMap { try? JSONReader.parse($0) }
+            parsed = .some(value)
+            return value
         }
     }
 }

@@ -12,6 +12,8 @@ public final class Route: Sendable {
     /// it streams upstream as it arrives, unless the method may be retried
     /// (`streamsBody(method:)`).
     private let nothingReadsBody: Bool
+    /// A validator of the route reads response bodies: they are held whole.
+    let validatorsReadBodies: Bool
     /// Shared by every call of the route, on every event loop.
     let retryBudget: RetryBudget?
     /// One per distinct `refresh` action of the route's validators.
@@ -30,6 +32,7 @@ public final class Route: Sendable {
             for case .refresh(let spec) in [validator.then, validator.otherwise] where !specs.contains(spec) { specs.append(spec) }
         }
         refreshers = specs.compactMap { spec in upstreams(spec.upstream).map { state.refresher(route: config.name, spec: spec, upstream: $0) } }
+        validatorsReadBodies = config.validate.contains(where: \.readsBody)
         nothingReadsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
     }
 
