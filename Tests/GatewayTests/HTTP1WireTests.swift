@@ -54,7 +54,7 @@ import Testing
             #expect(interim.hasPrefix("HTTP/1.1 201 Created\r\n") && interim.hasSuffix("\r\n\r\nx"))
             let bad = try curl(["-i", "\(gateway.base)/bad"]).text
             #expect(bad.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
-            #expect(bad.contains("urn:gatewayd:problem:upstream-reset") && bad.contains("malformed answer"))
+            #expect(bad.contains("urn:gatewayd:problem:upstream-reset") && bad.contains("malformed response"))
             let upgrade = try curl(["-i", "\(gateway.base)/upgrade", "-H", "Upgrade: websocket", "-H", "Connection: Upgrade"]).text
             #expect(upgrade.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n") && upgrade.contains("switched protocols"))
 

@@ -45,7 +45,7 @@ extension ProxyHandler {
         }
         switch acquisition {
         case .ready(let connection):
-            if !connectionReady(connection, token) { pool.release(connection) }
+            if !connectionReady(connection, token) { connection.giveBack() }
         case .waiting(let waiter):
             if machine.isCurrent(token) { call.waiter = waiter }
         }
@@ -53,7 +53,7 @@ extension ProxyHandler {
 
     /// Whether the call took the connection (false: its try is over, the
     /// connection goes to someone else).
-    func connectionReady(_ connection: UpstreamConnection, _ token: CallStateMachine.Token) -> Bool {
+    func connectionReady(_ connection: any UpstreamConnection, _ token: CallStateMachine.Token) -> Bool {
         guard case .send(_, let perTryTimeout) = machine.connectionReady(token), let call else { return false }
         call.waiter = nil
         call.connection = connection

@@ -61,7 +61,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         var request: UpstreamRequest
         var route: Route
         var requestID: String
-        var connection: UpstreamConnection?
+        var connection: (any UpstreamConnection)?
         /// The route's validators and retry policy walked for this call (nil:
         /// the route has neither).
         var retry: RetryState<ContinuousClock>?

@@ -213,7 +213,7 @@ public actor GatewayServer {
                     }
                 }
             if let fd = inherited.take(listener.address) {
-                channel = try await bootstrap.withBoundSocket(descriptor: fd).get()
+                channel = try await bootstrap.withBoundSocket(fd).get()
             } else {
                 channel = try await bootstrap.bind(host: listener.address.host, port: listener.address.port).get()
             }

@@ -7,8 +7,9 @@ import Rewriter
 /// handlers and no pipeline hop per request part. A pipelined request is
 /// read only once the answer before it has ended; until then its bytes wait
 /// here (and reading pauses once `maxWaitingBytes` wait).
-final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOScheduledCallbackHandler {
+final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOScheduledCallbackHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     private let slot: ListenerSlot
@@ -26,7 +27,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     /// What the call asked for (backpressure) and whether waiting bytes say stop.
     private var proxyWantsReading = true
     private var tooMuchWaiting = false
-    private var reading = true
+    private let readGate = ReadGate()
     private var timer = LazyTimer()
 
     /// The answer being written: how its body is framed, and the bytes not
@@ -309,10 +310,8 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         updateReading()
     }
 
-    private func updateReading() {
-        let on = proxyWantsReading && !tooMuchWaiting
-        guard reading != on, let context else { return }
-        reading = on
-        context.channel.setOption(ChannelOptions.autoRead, value: on).whenComplete { _ in }
-    }
+    private func updateReading() { readGate.set(open: proxyWantsReading && !tooMuchWaiting) }
+
+    /// Back-pressure: the channel's reads wait while the call or the waiting bytes say stop.
+    func read(context: ChannelHandlerContext) { readGate.read(context: context) }
 }

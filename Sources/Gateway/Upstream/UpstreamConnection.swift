@@ -1,8 +1,7 @@
 import NIOCore
 import NIOHTTP1
-import NIOHTTP2
 
-/// What receives an upstream's answer, part by part, on the connection's
+/// What receives an upstream's response, part by part, on the connection's
 /// event loop (the downstream call's own loop).
 protocol UpstreamResponseDelegate: AnyObject {
     /// Consumed: the call edits the head it was handed in place.
@@ -28,213 +27,141 @@ enum TryProgress: Sendable {
     case responseStarted
 }
 
-/// One keep-alive HTTP/1.1 connection to an upstream, owned by a pool on
-/// one event loop — or one HTTP/2 stream on a shared upstream connection
-/// (`isStream`), which carries a single request and is never pooled. An
-/// HTTP/1.1 connection writes requests as bytes (HTTP1UpstreamHandler reads
-/// the answers); a stream writes NIO's request parts. Not Sendable on
-/// purpose: it lives on its loop only.
-final class UpstreamConnection {
-    let channel: Channel
-    let upstream: String
-    let isStream: Bool
-    private var delegate: UpstreamResponseDelegate?
-    private(set) var responseStarted = false
+/// Where a call sends its request and reads its response: a pooled
+/// HTTP/1.1 connection (`HTTP1UpstreamConnection`) or one stream of a
+/// multiplexed HTTP/2 connection (`HTTP2UpstreamStream`). Lives on its
+/// event loop only.
+protocol UpstreamConnection: AnyObject {
+    var channel: Channel { get }
+    var upstream: String { get }
+    /// The exchange in flight, shared bookkeeping of both kinds.
+    var exchange: UpstreamExchange { get set }
+    /// Holds `read()` while the client cannot take the response as fast.
+    var readGate: ReadGate { get }
+    /// Sends the whole request (head, buffered body, end).
+    func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate)
+    /// Starts a request whose body follows part by part (`sendBody`, `sendEnd`).
+    func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate)
+    func sendBody(_ buffer: ByteBuffer)
+    func sendEnd()
+    /// The call ended before the connection was used.
+    func giveBack()
+    /// The response ended: the connection is reused or closed.
+    func responseEnded()
+}
+
+/// One exchange's state on a connection or stream: who gets the response
+/// and how far the try got.
+struct UpstreamExchange {
+    var delegate: UpstreamResponseDelegate?
+    var responseStarted = false
     /// The request is being written (one write): a close that happens
     /// inside that write was caused by it failing, before any byte went out.
-    private var writing = false
+    var writing = false
     /// Some of the request was handed to the socket.
-    private var requestWritten = false
-    private var keepAlive = true
-    /// False while a streamed request body is still being sent: an answer that
-    /// ends before it leaves the connection's framing unfinished, never reusable.
-    private var requestComplete = true
-    /// The streamed request body goes in chunks (it has no Content-Length).
-    private var chunked = false
-    weak var pool: UpstreamPool?
-    /// Reading paused because the client cannot take the answer as fast.
-    private var readingPaused = false
-    private var spare = ReusableBuffer()
-    /// Reads answers on an HTTP/1.1 connection.
-    var decoder = HTTP1ResponseDecoder(maxHeadBytes: UpstreamConnection.maxHeadBytes)
+    var requestWritten = false
+    /// False while a streamed request body is still being sent.
+    var requestComplete = true
 
-    /// An answer's head is read up to this size (NIO's default limit).
-    static let maxHeadBytes = 80 * 1024
-
-    init(channel: Channel, upstream: String, isStream: Bool = false) {
-        self.channel = channel
-        self.upstream = upstream
-        self.isStream = isStream
+    mutating func begin(_ delegate: UpstreamResponseDelegate) {
+        self = UpstreamExchange(delegate: delegate, requestComplete: false)
     }
 
-    var isBusy: Bool { delegate != nil }
-
-    /// Sends the whole request (head, buffered body, end): on HTTP/1.1 one write.
-    func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
-        guard !isStream else {
-            sendHead(request, delegate: delegate)
-            if let body = request.body, !body.isEmpty { sendBody(channel.allocator.buffer(bytes: body)) }
-            return sendEnd()
-        }
-        var out = start(request, delegate: delegate, extra: request.body?.count ?? 0)
-        if let body = request.body { out.writeBytes(body) }
-        requestComplete = true
-        guard channel.isActive else { return closed() }
-        // NIO reports a failed write by closing the channel inside this call.
-        writing = true
-        channel.writeAndFlush(out, promise: nil)
-        writing = false
-        requestWritten = true
-        spare.keep(out)
+    var progress: TryProgress {
+        if responseStarted { return .responseStarted }
+        return requestWritten && !writing ? .sent : .unsent
     }
 
-    /// Starts a request whose body follows part by part (`sendBody`, `sendEnd`).
-    func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
-        guard isStream else {
-            let out = start(request, delegate: delegate, extra: 0)
-            guard channel.isActive else { return closed() }
-            requestWritten = true
-            channel.write(out, promise: nil)
-            return spare.keep(out)
-        }
-        begin(request, delegate: delegate)
-        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target,
-                                   headers: request.headers.httpHeaders)
-        requestWritten = true
-        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+    /// Ends the exchange; returns its delegate, still to be told how.
+    mutating func end() -> UpstreamResponseDelegate? {
+        defer { delegate = nil }
+        return delegate
     }
+}
 
-    private func begin(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
-        self.delegate = delegate
-        responseStarted = false
-        requestWritten = false
-        requestComplete = false
-        keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
-    }
+extension UpstreamConnection {
+    var isBusy: Bool { exchange.delegate != nil }
 
-    /// The HTTP/1.1 request head as bytes, with room for `extra` more.
-    private func start(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, extra: Int) -> ByteBuffer {
-        begin(request, delegate: delegate)
-        chunked = request.headers.contains("Transfer-Encoding")
-        decoder.expect(method: HTTPMethod(rawValue: request.method))
-        var out = spare.take(channel.allocator, capacity: 512 + extra)
-        out.writeRequestHead(method: request.method, target: request.target, headers: request.headers)
-        return out
-    }
-
-    func sendBody(_ buffer: ByteBuffer) {
-        if isStream { return channel.writeAndFlush(HTTPClientRequestPart.body(.byteBuffer(buffer)), promise: nil) }
-        guard chunked else { return channel.writeAndFlush(buffer, promise: nil) }
-        guard buffer.readableBytes > 0 else { return }
-        var frame = channel.allocator.buffer(capacity: 24)
-        frame.writeChunkSize(buffer.readableBytes)
-        channel.write(frame, promise: nil)
-        channel.write(buffer, promise: nil)
-        channel.writeAndFlush(channel.allocator.buffer(staticString: "\r\n"), promise: nil)
-    }
-
-    func sendEnd() {
-        requestComplete = true
-        if isStream { return channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil) }
-        if chunked { return channel.writeAndFlush(channel.allocator.buffer(staticString: "0\r\n\r\n"), promise: nil) }
-        channel.flush()
-    }
-
-    /// Backpressure from a slow client: stop (or resume) reading the answer.
-    func setReading(_ on: Bool) {
-        guard readingPaused == on else { return }
-        readingPaused = !on
-        channel.setOption(ChannelOptions.autoRead, value: on).whenComplete { _ in }
-    }
-
-    /// The call ended before the connection was used: pooled connections go
-    /// back to the pool, a stream is closed.
-    func giveBack() {
-        if isStream { channel.close(promise: nil) } else { pool?.release(self) }
-    }
-
-    /// The caller gives up (client gone, deadline passed): the connection is
-    /// in an unknown state and is closed, not reused.
-    func abandon() {
-        delegate = nil
-        channel.close(promise: nil)
-    }
-
-    /// A part of the answer arrived.
+    /// A part of the response arrived.
     func received(_ part: consuming HTTPClientResponsePart) {
-        guard let delegate else { return }
+        guard let delegate = exchange.delegate else { return }
         switch consume part {
         case .head(let head):
             // The request asked for no upgrade (Upgrade is hop-by-hop): a tunnel is not forwarded.
             if head.status.code == 101 {
                 return failed(.reset("upstream \(upstream) switched protocols, which is not forwarded"), answerArrived: true)
             }
-            // 1xx interim answers are not forwarded; the final answer follows.
+            // 1xx interim responses are not forwarded; the final response follows.
             if head.status.code < 200 { return }
-            responseStarted = true
+            exchange.responseStarted = true
             delegate.upstreamHead(head)
         case .body(let buffer):
             delegate.upstreamBody(buffer)
         case .end:
-            if !isStream && decoder.mustClose { keepAlive = false }
-            finish()
+            exchange.delegate = nil
+            responseEnded()
             delegate.upstreamEnd()
         }
     }
 
-    func readComplete() { delegate?.upstreamReadComplete() }
-
-    func writabilityChanged() { delegate?.upstreamWritabilityChanged(channel.isWritable) }
-
-    private var progress: TryProgress {
-        if responseStarted { return .responseStarted }
-        return requestWritten && !writing ? .sent : .unsent
-    }
-
-    /// The call in flight, if any, failed: the connection is closed.
-    /// `answerArrived`: bytes of an answer came (a malformed one), so the
+    /// The exchange in flight, if any, failed: the connection is closed.
+    /// `answerArrived`: bytes of a response came (a malformed one), so the
     /// upstream saw the request.
     func failed(_ error: UpstreamError, answerArrived: Bool = false) {
-        if let delegate {
-            self.delegate = nil
-            delegate.upstreamFailed(error, progress: answerArrived ? .responseStarted : progress)
-        }
+        let progress = answerArrived ? .responseStarted : exchange.progress
+        exchange.end()?.upstreamFailed(error, progress: progress)
         channel.close(promise: nil)
     }
 
-    /// The channel closed (or was found closed when a request was to go out).
-    func closed() {
-        if !isStream, !wasClosed { pool?.closed(self) }
-        wasClosed = true
-        if let delegate {
-            self.delegate = nil
-            delegate.upstreamFailed(.reset("the upstream closed the connection"), progress: progress)
-        }
+    /// The channel is closed: an exchange in flight is cut short.
+    func exchangeClosed() {
+        let progress = exchange.progress
+        exchange.end()?.upstreamFailed(.reset("the upstream closed the connection"), progress: progress)
     }
 
-    /// The pool was told of the close already.
-    private var wasClosed = false
+    /// The caller gives up (client gone, deadline passed): the connection is
+    /// in an unknown state and is closed, not reused.
+    func abandon() {
+        _ = exchange.end()
+        channel.close(promise: nil)
+    }
 
-    private func finish() {
-        delegate = nil
-        if isStream {
-            // The stream closes by itself once both sides ended; reset it if ours had not.
-            if !requestComplete { channel.close(promise: nil) }
-        } else if keepAlive, requestComplete, channel.isActive {
-            setReading(true)
-            pool?.release(self)
-        } else {
-            channel.close(promise: nil)
+    /// Back-pressure from a slow client: stop (or resume) reading the response.
+    func setReading(_ on: Bool) { readGate.set(open: on) }
+
+    func readComplete() { exchange.delegate?.upstreamReadComplete() }
+
+    func writabilityChanged() { exchange.delegate?.upstreamWritabilityChanged(channel.isWritable) }
+}
+
+/// Holds a channel's `read()` while its reader is paused: back-pressure
+/// without toggling autoRead (NIO's `HTTPServerPipelineHandler` does the
+/// same). The handler that owns it passes its `read` through `read(context:)`.
+final class ReadGate {
+    private var open = true
+    private var pending: ChannelHandlerContext?
+
+    func read(context: ChannelHandlerContext) {
+        if open { context.read() } else { pending = context }
+    }
+
+    func set(open: Bool) {
+        guard self.open != open else { return }
+        self.open = open
+        if open, let context = pending {
+            pending = nil
+            context.read()
         }
     }
 }
 
-/// A channel handler that feeds an UpstreamConnection (HTTP/1.1 bytes or
-/// HTTP/2 stream parts): the end of a read batch and writability changes
-/// pass straight to it. Holds its connection strongly: the pipeline is torn
-/// down when the channel closes, which ends the cycle.
-protocol UpstreamConnectionHandler: ChannelInboundHandler {
-    var connection: UpstreamConnection { get }
+/// A channel handler that feeds an UpstreamConnection: the end of a read
+/// batch and writability changes pass straight to it, and its reads pass
+/// the connection's gate. Holds its connection strongly: the pipeline is
+/// torn down when the channel closes, which ends the cycle.
+protocol UpstreamConnectionHandler: ChannelDuplexHandler {
+    associatedtype Connection: UpstreamConnection
+    var connection: Connection { get }
 }
 
 extension UpstreamConnectionHandler {
@@ -247,31 +174,6 @@ extension UpstreamConnectionHandler {
         connection.writabilityChanged()
         context.fireChannelWritabilityChanged()
     }
-}
 
-/// Turns an upstream HTTP/2 stream's answer parts into calls on its connection.
-final class UpstreamStreamHandler: UpstreamConnectionHandler {
-    typealias InboundIn = HTTPClientResponsePart
-
-    let connection: UpstreamConnection
-
-    init(connection: UpstreamConnection) { self.connection = connection }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        connection.received(unwrapInboundIn(data))
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        connection.closed()
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
-        // REFUSED_STREAM: the upstream did not process the request (RFC 9113 section 8.7).
-        if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream {
-            connection.failed(.refusedStream("upstream \(connection.upstream) refused the stream"))
-        } else {
-            connection.failed(.reset("\(error)"))
-        }
-    }
+    func read(context: ChannelHandlerContext) { connection.readGate.read(context: context) }
 }

@@ -7,7 +7,7 @@ extension UpstreamPool {
     func exchange(_ request: UpstreamRequest, upstream: UpstreamConfig, timeout: Duration, maxBodyBytes: Int) -> EventLoopFuture<BufferedResponse.Answer> {
         let response = BufferedResponse(promise: eventLoop.makePromise(), maxBodyBytes: maxBodyBytes)
         let loop = eventLoop.assumeIsolated()
-        let send = { (connection: UpstreamConnection) in
+        let send = { (connection: any UpstreamConnection) in
             connection.send(request, delegate: response)
             let timer = loop.scheduleTask(in: timeout.timeAmount) {
                 connection.abandon()

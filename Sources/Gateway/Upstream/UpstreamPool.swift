@@ -30,12 +30,12 @@ final class UpstreamPool {
 
     /// Told whether it takes a connection handed to it: false when its call
     /// ended meanwhile (the pool then offers the connection to the next).
-    typealias Waiter = (Result<UpstreamConnection, any Error>) -> Bool
-    typealias WaiterID = PoolStateMachine<UpstreamConnection, Waiter>.WaiterID
+    typealias Waiter = (Result<any UpstreamConnection, any Error>) -> Bool
+    typealias WaiterID = PoolStateMachine<HTTP1UpstreamConnection, Waiter>.WaiterID
 
     /// One upstream's connections on this loop: its share of `max_connections`.
     private final class Slot {
-        var state: PoolStateMachine<UpstreamConnection, Waiter>
+        var state: PoolStateMachine<HTTP1UpstreamConnection, Waiter>
         let idleTimeout: TimeAmount
         /// One sweep at a time closes connections idle past `idleTimeout`.
         var sweeping = false
@@ -46,10 +46,10 @@ final class UpstreamPool {
     }
 
     /// An idle kept-alive connection, when there is one.
-    func takeIdle(_ upstream: String) -> UpstreamConnection? {
+    func takeIdle(_ upstream: String) -> HTTP1UpstreamConnection? {
         eventLoop.assertInEventLoop()
         guard let slot = slots[upstream] else { return nil }
-        var stale: [UpstreamConnection] = []
+        var stale: [HTTP1UpstreamConnection] = []
         let connection = slot.state.takeIdle(now: .now(), idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
         for connection in stale { connection.channel.close(promise: nil) }
         return connection
@@ -57,7 +57,7 @@ final class UpstreamPool {
 
     /// What `acquire` did: a connection at once, or a wait to cancel if the call ends first.
     enum Acquisition {
-        case ready(UpstreamConnection)
+        case ready(any UpstreamConnection)
         case waiting(WaiterID?)
     }
 
@@ -71,13 +71,15 @@ final class UpstreamPool {
         }
         if upstream.http2 {
             openStream(upstream, url: url).assumeIsolated().whenComplete { result in
-                if case .success(let stream) = result, !waiter(result) { stream.giveBack() }
-                if case .failure = result { _ = waiter(result) }
+                switch result {
+                case .success(let stream): if !waiter(.success(stream)) { stream.giveBack() }
+                case .failure(let error): _ = waiter(.failure(error))
+                }
             }
             return .waiting(nil)
         }
         let slot = slots[upstream.name]!
-        var stale: [UpstreamConnection] = []
+        var stale: [HTTP1UpstreamConnection] = []
         let action = slot.state.acquire(waiter, now: .now(), idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
         for connection in stale { connection.channel.close(promise: nil) }
         switch action {
@@ -97,14 +99,14 @@ final class UpstreamPool {
         slots[upstream]?.state.cancel(id)
     }
 
-    private func openStream(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<UpstreamConnection> {
+    private func openStream(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<HTTP2UpstreamStream> {
         let name = upstream.name
         let session = sessions[name] ?? connectHTTP2(upstream, url: url)
         sessions[name] = session
         return session.flatMap { multiplexer in
             multiplexer.createStreamChannel { stream in
                 stream.eventLoop.makeCompletedFuture {
-                    let connection = UpstreamConnection(channel: stream, upstream: name, isStream: true)
+                    let connection = HTTP2UpstreamStream(channel: stream, upstream: name)
                     try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: url.isTLS ? .https : .http))
                     try stream.pipeline.syncOperations.addHandler(UpstreamStreamHandler(connection: connection))
                 }
@@ -168,7 +170,7 @@ final class UpstreamPool {
         // at load, modifiers' output in ProxyHandler), not again per write.
         connectChannel(upstream, url: url) { _ in }
             .flatMapThrowing { channel in
-                let connection = UpstreamConnection(channel: channel, upstream: name)
+                let connection = HTTP1UpstreamConnection(channel: channel, upstream: name)
                 connection.pool = self
                 try channel.pipeline.syncOperations.addHandler(HTTP1UpstreamHandler(connection: connection))
                 return connection
@@ -185,7 +187,7 @@ final class UpstreamPool {
     }
 
     /// A connection finished its exchange: the next live waiter takes it, or it idles.
-    func release(_ connection: UpstreamConnection) {
+    func release(_ connection: HTTP1UpstreamConnection) {
         eventLoop.assertInEventLoop()
         let slot = slots[connection.upstream]!
         // A loop, not recursion: a waiter that declines passes it to the next.
@@ -224,7 +226,7 @@ final class UpstreamPool {
         if !sessions.isEmpty { eventLoop.scheduleTask(in: grace) { for channel in sessions { channel.close(promise: nil) } } }
     }
 
-    func closed(_ connection: UpstreamConnection) {
+    func closed(_ connection: HTTP1UpstreamConnection) {
         eventLoop.assertInEventLoop()
         let slot = slots[connection.upstream]!
         // A waiter can now open a connection of its own.

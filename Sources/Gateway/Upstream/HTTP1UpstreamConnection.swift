@@ -1,0 +1,136 @@
+import NIOCore
+import NIOHTTP1
+
+/// One keep-alive HTTP/1.1 connection to an upstream, owned by a pool on
+/// one event loop: requests are written as bytes, responses read by
+/// HTTP1UpstreamHandler. Not Sendable on purpose: it lives on its loop only.
+final class HTTP1UpstreamConnection: UpstreamConnection {
+    let channel: Channel
+    let upstream: String
+    var exchange = UpstreamExchange()
+    let readGate = ReadGate()
+    weak var pool: UpstreamPool?
+    private var keepAlive = true
+    /// The streamed request body goes in chunks (it has no Content-Length).
+    private var chunked = false
+    private var spare = ReusableBuffer()
+    /// The pool was told of the close already.
+    private var wasClosed = false
+    var decoder = HTTP1ResponseDecoder(maxHeadBytes: HTTP1UpstreamConnection.maxHeadBytes)
+
+    /// A response's head is read up to this size (NIO's default limit).
+    static let maxHeadBytes = 80 * 1024
+
+    init(channel: Channel, upstream: String) {
+        self.channel = channel
+        self.upstream = upstream
+    }
+
+    /// The whole request in one write.
+    func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
+        var out = start(request, delegate: delegate, extra: request.body?.count ?? 0)
+        if let body = request.body { out.writeBytes(body) }
+        exchange.requestComplete = true
+        guard channel.isActive else { return closed() }
+        // NIO reports a failed write by closing the channel inside this call.
+        exchange.writing = true
+        channel.writeAndFlush(out, promise: nil)
+        exchange.writing = false
+        exchange.requestWritten = true
+        spare.keep(out)
+    }
+
+    func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
+        let out = start(request, delegate: delegate, extra: 0)
+        guard channel.isActive else { return closed() }
+        exchange.requestWritten = true
+        channel.write(out, promise: nil)
+        spare.keep(out)
+    }
+
+    /// The request head as bytes, with room for `extra` more.
+    private func start(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, extra: Int) -> ByteBuffer {
+        exchange.begin(delegate)
+        keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
+        chunked = request.headers.contains("Transfer-Encoding")
+        decoder.expect(method: HTTPMethod(rawValue: request.method))
+        var out = spare.take(channel.allocator, capacity: 512 + extra)
+        out.writeRequestHead(method: request.method, target: request.target, headers: request.headers)
+        return out
+    }
+
+    func sendBody(_ buffer: ByteBuffer) {
+        guard chunked else { return channel.writeAndFlush(buffer, promise: nil) }
+        guard buffer.readableBytes > 0 else { return }
+        var frame = channel.allocator.buffer(capacity: 24)
+        frame.writeChunkSize(buffer.readableBytes)
+        channel.write(frame, promise: nil)
+        channel.write(buffer, promise: nil)
+        channel.writeAndFlush(channel.allocator.buffer(staticString: "\r\n"), promise: nil)
+    }
+
+    func sendEnd() {
+        exchange.requestComplete = true
+        if chunked { return channel.writeAndFlush(channel.allocator.buffer(staticString: "0\r\n\r\n"), promise: nil) }
+        channel.flush()
+    }
+
+    func giveBack() { pool?.release(self) }
+
+    /// Reused when both sides ended cleanly and nothing said close; an
+    /// unfinished request body leaves the framing broken, so it closes.
+    func responseEnded() {
+        if decoder.mustClose { keepAlive = false }
+        if keepAlive, exchange.requestComplete, channel.isActive {
+            setReading(true)
+            pool?.release(self)
+        } else {
+            channel.close(promise: nil)
+        }
+    }
+
+    /// The channel closed (or was found closed when a request was to go out).
+    func closed() {
+        if !wasClosed { pool?.closed(self) }
+        wasClosed = true
+        exchangeClosed()
+    }
+}
+
+/// Reads an upstream HTTP/1.1 connection's responses from its bytes and
+/// hands them to the connection.
+final class HTTP1UpstreamHandler: UpstreamConnectionHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+
+    let connection: HTTP1UpstreamConnection
+    private var received = ByteBuffer()
+
+    init(connection: HTTP1UpstreamConnection) { self.connection = connection }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        received.cumulate(unwrapInboundIn(data))
+        do {
+            while let part = try connection.decoder.next(&received) { connection.received(part) }
+        } catch {
+            received = ByteBuffer()
+            connection.failed(.reset("upstream \(connection.upstream) sent a malformed response: \(error)"), answerArrived: true)
+        }
+        if received.readableBytes == 0 { received = ByteBuffer() }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // A response read until close ends here; any other was cut short.
+        do {
+            if let end = try connection.decoder.inputClosed() { connection.received(end) }
+        } catch {
+            connection.failed(.reset("upstream \(connection.upstream) closed the connection mid-response"))
+        }
+        connection.closed()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        connection.failed(.reset("\(error)"))
+    }
+}
