@@ -46,7 +46,13 @@ struct ExplainCommand: ParsableCommand {
             } else {
                 body = Array(data.utf8)
             }
-            if !headerList.contains("Content-Type") { headerList.add("Content-Type", "application/x-www-form-urlencoded") }
+            if !headerList.contains("Content-Type") {
+                headerList.add("Content-Type", "application/x-www-form-urlencoded")
+                // curl's default, kept; but a JSON object sent as a form is rarely what was meant.
+                if case .object? = try? JSONReader.parse(body) {
+                    FileHandle.standardError.write(Data("hint: the body is a JSON object but is sent as a form, as curl would; add -H 'Content-Type: application/json' to send JSON\n".utf8))
+                }
+            }
         }
         if !headerList.contains("Host") { headerList.add("Host", config.listeners.first?.address.description ?? "localhost") }
 

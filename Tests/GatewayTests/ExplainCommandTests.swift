@@ -52,6 +52,14 @@ import Testing
             """))
     }
 
+    @Test func aJSONObjectWithoutContentTypeIsSentAsAFormWithAHint() throws {
+        let json = try run(["explain", "-d", #"{"item":"A-1"}"#, "POST", "/orders"])
+        #expect(json.err.contains("hint: the body is a JSON object but is sent as a form"))
+        #expect(json.err.contains("-H 'Content-Type: application/json'"))
+        let form = try run(["explain", "-d", "item=A-1", "POST", "/orders"])
+        #expect(form.status == 0 && form.err.isEmpty)
+    }
+
     @Test func multipartUploadShowsItsRealBoundary() throws {
         let result = try run(["explain", "-H", "Content-Type: application/json", "-d",
                               #"{"title":"notes","file":"data:text/plain;name=notes.txt;base64,aGVsbG8="}"#, "POST", "/upload"])

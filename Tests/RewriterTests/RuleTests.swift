@@ -26,6 +26,20 @@ import Testing
         #expect(noQuery.target == "/items/7?v=1")
     }
 
+    @Test func aPrefixModifierOnAListOrObjectIsA400NamingTheKey() throws {
+        let rule = Rule(path: try URITemplate("/u/{id:3}/{tag:2}"))
+        #expect(try apply(rule, "GET", "/x?id=abcdef&tag=xyz").target == "/u/abc/xy")
+        for (json, key) in [(#"{"id":[1,2],"tag":"a"}"#, "id"), (#"{"id":"a","tag":{"k":"v"}}"#, "tag")] {
+            do {
+                _ = try apply(rule, "POST", "/x", json: json)
+                Issue.record("expected an error for \(json)")
+            } catch let error as RewriteError {
+                #expect(error.problem(route: "r").status == 400)
+                #expect(error.key == key)
+            }
+        }
+    }
+
     @Test func captureValuesOverwriteInPlace() throws {
         var request = IncomingRequest(method: "GET", target: "/u?id=9&x=1")
         request.captures = [("id", "a/b"), ("new", "n")]

@@ -46,6 +46,21 @@ extension URITemplate {
         return out
     }
 
+    /// The first variable with a prefix modifier (`{var:3}`) whose value is
+    /// a list or an object, which RFC 6570 section 2.4.1 does not define.
+    public func prefixedComposite(lookup: (String) -> JSONValue?) -> String? {
+        for case .expression(let expression) in parts {
+            for spec in expression.variables where spec.prefix != nil {
+                switch lookup(spec.name) {
+                case .array(let elements) where !elements.isEmpty: return spec.name
+                case .object(let object) where !object.isEmpty: return spec.name
+                default: continue
+                }
+            }
+        }
+        return nil
+    }
+
     public func expand(_ variables: JSONObject, text: (JSONValue) -> String? = { QueryOptions().text(of: $0) }) -> String {
         String(decoding: expand(lookup: { variables[$0] }, text: text), as: UTF8.self)
     }
