@@ -3,6 +3,8 @@ import ArgumentParser
 import Gateway
 import Logging
 import Metrics
+import NIOCore
+import NIOPosix
 import Prometheus
 import ServiceLifecycle
 
@@ -31,8 +33,9 @@ struct RunCommand: AsyncParsableCommand {
         let factory = PrometheusMetricsFactory(registry: registry)
         MetricsSystem.bootstrap(factory)
 
+        let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: max(1, eventLoops ?? System.coreCount))
         // systemd socket activation: listeners take the sockets bound to their addresses.
-        let server = GatewayServer(config: config, logger: Logger(label: "gatewayd.access"), metrics: factory, threads: eventLoops,
+        let server = GatewayServer(config: config, group: eventLoopGroup, logger: Logger(label: "gatewayd.access"), metrics: factory,
                                    inheritedSockets: .fromEnvironment(ProcessInfo.processInfo.environment))
         let notifier = SystemdNotifier()
         let reloader = Reloader(file: options.config, loaded: loaded, server: server, notifier: notifier, logger: logger)
@@ -48,8 +51,8 @@ struct RunCommand: AsyncParsableCommand {
         var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         // The drain is bounded by limits.drain_timeout; this bounds everything else a stop does.
         configuration.maximumGracefulShutdownDuration = config.limits.drainTimeout + .seconds(10)
-        let group = ServiceGroup(configuration: configuration)
-        try await group.run()
+        try await ServiceGroup(configuration: configuration).run()
+        try await eventLoopGroup.shutdownGracefully()
     }
 }
 

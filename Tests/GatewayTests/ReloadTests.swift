@@ -55,7 +55,7 @@ import Testing
         // A reload that cannot bind changes nothing.
         let taken = try await GatewayHarness.start("listeners: [{address: 127.0.0.1:0}]\nroutes: [{name: x, upstream: echo}]")
         defer { Task { await taken.stop() } }
-        await #expect(throws: ListenerError.self) { try await server.reload(try config([second, taken.port], version: "d")) }
+        await #expect(throws: StartupError.self) { try await server.reload(try config([second, taken.port], version: "d")) }
         #expect(try version(at: second) == "c")
     }
 

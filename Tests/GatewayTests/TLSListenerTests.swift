@@ -11,7 +11,7 @@ import Testing
         let certificate = dir.appendingPathComponent("cert.pem").path, key = dir.appendingPathComponent("key.pem").path
         let result = try runPeer("/usr/bin/openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate,
                                                       "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"])
-        guard result.status == 0 else { throw ListenerError(message: "openssl failed: \(result.err)") }
+        guard result.status == 0 else { throw StartupError(message: "openssl failed: \(result.err)") }
         return (certificate, key)
     }
 
@@ -41,7 +41,7 @@ import Testing
             listeners: [{address: 127.0.0.1:0, tls: {certificate: /nonexistent/cert.pem, private_key: /nonexistent/key.pem}}]
             """).config
         let server = GatewayServer(config: config, threads: 1)
-        await #expect(throws: ListenerError.self) { _ = try await server.start() }
+        await #expect(throws: StartupError.self) { _ = try await server.start() }
         try await server.shutdown()
     }
 

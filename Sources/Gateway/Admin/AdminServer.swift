@@ -43,7 +43,7 @@ public final class AdminServer: Sendable {
                 .bind(host: address.host, port: address.port).get()
             return channel.localAddress!
         } catch {
-            throw ListenerError(message: "cannot listen on admin address \(address): \(error)")
+            throw StartupError(message: "cannot listen on admin address \(address): \(error)")
         }
     }
 
@@ -92,7 +92,7 @@ private final class AdminHandler: ChannelInboundHandler {
         case (.POST, "/reload"):
             let promise = context.eventLoop.makePromise(of: ReloadOutcome.self)
             promise.completeWithTask { [endpoints] in await endpoints.reload() }
-            promise.futureResult.whenSuccess { [self] outcome in
+            promise.futureResult.assumeIsolated().whenSuccess { [self] outcome in
                 switch outcome {
                 case .reloaded:
                     respond(200, "application/json", Array(#"{"status":"reloaded"}"#.utf8), to: head, context: context)
@@ -116,7 +116,7 @@ private final class AdminHandler: ChannelInboundHandler {
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: headers))),
                       promise: nil)
         if head.method != .HEAD { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil) }
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
             if !head.isKeepAlive { context.close(promise: nil) }
         }
     }

@@ -76,13 +76,14 @@ extension ProxyHandler {
     func refreshThenRetry(_ spec: RefreshSpec, call: Call) -> Bool {
         guard let index = call.route.refreshers.firstIndex(where: { $0.spec == spec }) else { return false }
         let refresher = call.route.refreshers[index]
+        let metrics = call.route.metrics
         let start = refresher.refresh(after: call.credentials[index], on: client.eventLoop) {
             let pool = shared.pools.pool(for: client.eventLoop)
             let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
             return pool.exchange(spec.request(to: refresher.upstream), upstream: refresher.upstream, timeout: timeout,
                                  maxBodyBytes: shared.config.limits.maxRefreshBodyBytes)
                 .flatMapThrowing { answer in try spec.capture(status: answer.status, body: answer.body) }
-                .always { call.route.metrics.refreshFinished(ok: (try? $0.get()) != nil) }
+                .always { metrics.refreshFinished(ok: (try? $0.get()) != nil) }
         }
         let route = call.route
         route.metrics.refresh(start)

@@ -192,7 +192,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         let headers = HeaderList(head.headers)
         // Both protocols' heads were checked already: every Content-Length the same number.
         let length = try? HTTP1RequestDecoder.contentLength(head.headers)
-        let hasBody = length.map { $0 != nil && $0 != 0 } ?? false || head.headers.contains(name: "Transfer-Encoding")
+        let hasBody = (length ?? 0) != 0 || head.headers.contains(name: "Transfer-Encoding")
         guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
             // An unread body would have to be drained first; closing is simpler and safe.
             return answer(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
@@ -200,7 +200,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         log.route = match.route.config.name
         routeMetrics = match.route.metrics
         let streams = hasBody && match.route.streamsBody(method: head.method.rawValue)
-        if !streams, let size = length ?? nil, size > limits.maxBodyBytes {
+        if !streams, let size = length, size > limits.maxBodyBytes {
             // Refused at once, as nginx does: before the body is sent when the
             // client waits for 100 Continue, else without reading the rest.
             return answer(.bodyTooLarge(limit: limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
@@ -212,7 +212,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             client.flush()
         }
         if streams {
-            startStreaming(head, match: match, headers: headers, length: length ?? nil)
+            startStreaming(head, match: match, headers: headers, length: length)
         } else {
             self.head = head
             self.match = match

@@ -7,16 +7,21 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import ServiceLifecycle
 import Synchronization
 
 /// Binds every configured listener: HTTP/1.1 and h2c by prior knowledge on the
 /// same port (told apart by the connection preface), or TLS with ALPN
 /// choosing h2 or http/1.1. Every call is served on its connection's event
 /// loop, upstream connections included. `reload` swaps the config under
-/// running listeners; `drain` stops them gracefully.
-public actor GatewayServer {
+/// running listeners; `drain` stops them gracefully. A ServiceLifecycle
+/// `Service`: run in a ServiceGroup, it serves until a graceful shutdown,
+/// then drains.
+public actor GatewayServer: Service {
     private var config: GatewayConfig
-    private let group: MultiThreadedEventLoopGroup
+    private let group: any EventLoopGroup
+    /// The group was made here (`threads:`), so it is shut down here too.
+    private let ownsGroup: Bool
     private let modifiers: [any RequestModifier]
     private let validators: [any ResponseValidator]
     private let logger: Logger
@@ -57,21 +62,50 @@ public actor GatewayServer {
     /// header rules; `validators` judge every answer after each route's own
     /// chain. `logger` receives the access log (one line per call);
     /// `metrics` the counters and histograms (swift-metrics' global factory
-    /// when nil); `threads` event loops serve calls (one per core when nil).
-    /// A listener whose address one of `inheritedSockets` is bound to uses it
-    /// instead of binding (socket activation).
+    /// when nil); calls are served on `group`'s event loops, which the caller
+    /// owns. A listener whose address one of `inheritedSockets` is bound to
+    /// uses it instead of binding (socket activation).
+    public init(
+        config: GatewayConfig, group: any EventLoopGroup, modifiers: [any RequestModifier] = [],
+        validators: [any ResponseValidator] = [], logger: Logger = Logger(label: "gatewayd.access"),
+        metrics: (any MetricsFactory)? = nil, inheritedSockets: InheritedSockets = InheritedSockets()
+    ) {
+        self.init(config: config, group: group, ownsGroup: false, modifiers: modifiers, validators: validators, logger: logger,
+                  metrics: metrics, inheritedSockets: inheritedSockets)
+    }
+
+    /// As above, on `threads` event loops of its own (one per core when nil),
+    /// shut down by `shutdown()`.
     public init(
         config: GatewayConfig, modifiers: [any RequestModifier] = [], validators: [any ResponseValidator] = [],
         logger: Logger = Logger(label: "gatewayd.access"), metrics: (any MetricsFactory)? = nil, threads: Int? = nil,
         inheritedSockets: InheritedSockets = InheritedSockets()
     ) {
+        self.init(config: config, group: MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads ?? System.coreCount)), ownsGroup: true,
+                  modifiers: modifiers, validators: validators, logger: logger, metrics: metrics, inheritedSockets: inheritedSockets)
+    }
+
+    private init(
+        config: GatewayConfig, group: any EventLoopGroup, ownsGroup: Bool, modifiers: [any RequestModifier],
+        validators: [any ResponseValidator], logger: Logger, metrics: (any MetricsFactory)?, inheritedSockets: InheritedSockets
+    ) {
+        self.group = group
+        self.ownsGroup = ownsGroup
         inherited = inheritedSockets
         self.metrics = GatewayMetrics(factory: metrics ?? MetricsSystem.factory)
         self.config = config
         self.modifiers = modifiers
         self.validators = validators
         self.logger = logger
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads ?? System.coreCount))
+    }
+
+    /// Serves until a graceful shutdown, then drains for `limits.drain_timeout`
+    /// and closes what is left.
+    public func run() async throws {
+        _ = try await start()
+        try? await gracefulShutdown()
+        await drain(timeout: config.limits.drainTimeout)
+        try await shutdown()
     }
 
     /// Binds all listeners; returns their bound addresses (port 0 resolved),
@@ -146,7 +180,7 @@ public actor GatewayServer {
         status.set(ready: false)
         for bound in listeners.values { try? await bound.channel.close() }
         listeners = [:]
-        try await group.shutdownGracefully()
+        if ownsGroup { try await group.shutdownGracefully() }
     }
 
     /// One context per listener of `config`, sharing one router and one set
@@ -218,7 +252,7 @@ public actor GatewayServer {
                 channel = try await bootstrap.bind(host: listener.address.host, port: listener.address.port).get()
             }
         } catch {
-            throw ListenerError(message: "cannot listen on \(listener.address): \(error)")
+            throw StartupError(message: "cannot listen on \(listener.address): \(error)")
         }
         return BoundListener(slot: slot, channel: channel, quiescing: quiescing)
     }
@@ -233,7 +267,7 @@ public actor GatewayServer {
             configuration.applicationProtocols = (protocols.contains(.h2) ? ["h2"] : []) + (protocols.contains(.http1) ? ["http/1.1"] : [])
             return try NIOSSLContext(configuration: configuration)
         } catch {
-            throw ListenerError(message: "TLS listener: cannot use certificate \(tls.certificate) / key \(tls.privateKey): \(error)")
+            throw StartupError(message: "TLS listener: cannot use certificate \(tls.certificate) / key \(tls.privateKey): \(error)")
         }
     }
 
@@ -276,13 +310,6 @@ public actor GatewayServer {
         // see channelActive, which starts its idle and keepalive timers.
         if channel.isActive { try pipeline.context(handlerType: NIOHTTP2Handler.self).fireChannelActive() }
     }
-
-}
-
-/// A listener that cannot start (address in use, unreadable certificate).
-public struct ListenerError: Error, CustomStringConvertible {
-    public let message: String
-    public var description: String { message }
 }
 
 /// Whether the gateway serves: listening, and not draining.

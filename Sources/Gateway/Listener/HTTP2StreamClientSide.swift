@@ -102,7 +102,7 @@ final class HTTP2StreamClientSide: ClientSide {
         guard close, !requestEnded else { return }
         setReading(true)
         let lingerTime = proxy?.lingerTime ?? .seconds(5)
-        _ = try? eventLoop.assumeIsolated().scheduleTask(in: lingerTime) { [weak self] in self?.stopLingering() }
+        eventLoop.assumeIsolated().scheduleTask(in: lingerTime) { [weak self] in self?.stopLingering() }
     }
 
     private func stopLingering() {

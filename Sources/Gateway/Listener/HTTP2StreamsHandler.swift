@@ -81,7 +81,7 @@ final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHand
                 return refuse(frame.streamID, context: context)
             }
             let stream = HTTP2StreamClientSide(id: frame.streamID, connection: self, context: context,
-                                               contentLength: (try? HTTP1RequestDecoder.contentLength(head.headers)) ?? nil)
+                                               contentLength: try? HTTP1RequestDecoder.contentLength(head.headers))
             guard stream.bodyArrived(0, endStream: headers.endStream) else { return refuse(frame.streamID, context: context) }
             let proxy = ProxyHandler(slot: slot, isStream: true, client: stream)
             stream.proxy = proxy

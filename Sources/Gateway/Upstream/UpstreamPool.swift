@@ -6,8 +6,10 @@ import NIOSSL
 
 /// Keep-alive upstream connections owned by one event loop: a call is always
 /// served by a connection on its own loop (no hops), and each loop may open
-/// up to its share of the upstream's `max_connections`. Used only on `eventLoop`.
-final class UpstreamPool {
+/// up to its share of the upstream's `max_connections`. Used only on
+/// `eventLoop` (its methods assert it), hence Sendable unchecked: other
+/// threads only hand it to that loop.
+final class UpstreamPool: @unchecked Sendable {
     let eventLoop: EventLoop
     private let upstreams: [String: UpstreamConfig]
     private let tlsContexts: [String: NIOSSLContext]
@@ -126,18 +128,20 @@ final class UpstreamPool {
                 stream in stream.close()  // an upstream does not open streams towards us
             }
         }
+        .assumeIsolated()
         .flatMapThrowing { [self] channel in
             sessionChannels[ObjectIdentifier(channel)] = channel
-            channel.closeFuture.whenComplete { [self] _ in
+            channel.closeFuture.assumeIsolated().whenComplete { [self] _ in
                 sessions[name] = nil
                 sessionChannels[ObjectIdentifier(channel)] = nil
             }
             return try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer()
         }
-        .flatMapError { [self] error in
+        .flatMapErrorThrowing { [self] error in
             sessions[name] = nil
-            return eventLoop.makeFailedFuture(error)
+            throw error
         }
+        .nonisolated()
     }
 
     /// A TCP connection on this loop with the upstream's connect timeout, TLS
@@ -169,13 +173,14 @@ final class UpstreamPool {
         // Requests are written as bytes, checked where they are built (config
         // at load, modifiers' output in ProxyHandler), not again per write.
         connectChannel(upstream, url: url) { _ in }
+            .assumeIsolated()
             .flatMapThrowing { channel in
                 let connection = HTTP1UpstreamConnection(channel: channel, upstream: name)
                 connection.pool = self
                 try channel.pipeline.syncOperations.addHandler(HTTP1UpstreamHandler(connection: connection))
                 return connection
             }
-            .assumeIsolated().whenComplete { [self] result in
+            .whenComplete { [self] result in
                 switch result {
                 case .success(let connection):
                     if !waiter(.success(connection)) { release(connection) }
@@ -241,7 +246,7 @@ final class UpstreamPool {
 final class UpstreamPools: @unchecked Sendable {
     private let pools: [ObjectIdentifier: UpstreamPool]
 
-    init(group: MultiThreadedEventLoopGroup, upstreams: [UpstreamConfig]) throws {
+    init(group: any EventLoopGroup, upstreams: [UpstreamConfig]) throws {
         var contexts: [String: NIOSSLContext] = [:]
         for upstream in upstreams where upstream.url?.isTLS == true {
             var configuration = TLSConfiguration.makeClientConfiguration()
@@ -250,7 +255,7 @@ final class UpstreamPools: @unchecked Sendable {
             do {
                 contexts[upstream.name] = try NIOSSLContext(configuration: configuration)
             } catch {
-                throw ListenerError(message: "upstream \(upstream.name): cannot set up TLS: \(error)")
+                throw StartupError(message: "upstream \(upstream.name): cannot set up TLS: \(error)")
             }
         }
         let loops = Array(group.makeIterator())

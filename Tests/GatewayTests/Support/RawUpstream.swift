@@ -73,7 +73,7 @@ final class RawUpstream: @unchecked Sendable {
                 let line = String(decoding: bytes.prefix { $0 != UInt8(ascii: "\r") }, as: UTF8.self)
                 let answer = script(line)
                 let written = context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: answer.bytes)))
-                if answer.close { written.whenComplete { _ in context.close(promise: nil) } }
+                if answer.close { written.assumeIsolated().whenComplete { _ in context.close(promise: nil) } }
             }
         }
 

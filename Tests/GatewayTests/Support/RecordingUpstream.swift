@@ -136,7 +136,7 @@ final class RecordingUpstream: @unchecked Sendable {
                 headers.add(name: "Content-Length", value: String(length))
                 context.write(wrapOutboundOut(.head(.init(version: .http1_1, status: .ok, headers: headers))), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: prefix)))))
-                    .whenComplete { _ in context.close(promise: nil) }
+                    .assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             case .respond(let status, let extra, let body, let delay):
                 let send = {
                     var headers = HTTPHeaders(extra)
@@ -145,7 +145,7 @@ final class RecordingUpstream: @unchecked Sendable {
                     context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
                     context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
                 }
-                if delay == .zero { send() } else { context.eventLoop.scheduleTask(in: delay, send) }
+                if delay == .zero { send() } else { context.eventLoop.assumeIsolated().scheduleTask(in: delay, send) }
             }
         }
     }
