@@ -109,7 +109,11 @@ import Testing
                 bytes += NGHTTP2Client.frame(type: 0x3, flags: 0, stream: stream, payload: [0, 0, 0, 8])
             }
             client.sendRaw(bytes)
-            client.readRaw(seconds: 0.2) { _ in false }
+            client.readRaw(seconds: 2) { $0.rawFrames.contains { $0.type == 0x7 } }
+            // GOAWAY(ENHANCE_YOUR_CALM) names the last stream the gateway acted
+            // on (RFC 9113 §6.8), not 0: the 201st reset is stream 401.
+            #expect(client.rawFrames.contains { $0.type == 0x7 && $0.errorCode == 0xb })
+            #expect(client.goAwayLastStreamIDs.first.map { (201...2001).contains($0) } == true, "\(client.goAwayLastStreamIDs)")
             connections += 1
             pairs += 1000
         }

@@ -301,8 +301,12 @@ public actor GatewayServer: Service {
             configuration: .init(maxIdleTime: idleTime, maxAge: nil, maxGraceTime: idleTime,
                                  keepalive: .init(pingInterval: idleTime, ackTimeout: min(idleTime, .seconds(20)))))
         // Frames, not child channels: HTTP2StreamsHandler serves streams inline.
+        // Rapid reset is counted by HTTP2StreamsHandler (ResetRateLimit), whose
+        // GOAWAY names the last stream processed; swift-nio-http2's would name 0.
+        var streams = NIOHTTP2Handler.StreamConfiguration()
+        streams.streamResetFrameRateLimit.maximumCount = .max
         try pipeline.addHandler(NIOHTTP2Handler(mode: .server, frameDelegate: CloseAfterErrorGoAway(channel: channel),
-                                                connectionConfiguration: connection, streamConfiguration: .init()))
+                                                connectionConfiguration: connection, streamConfiguration: streams))
         try pipeline.addHandler(HTTP2StreamsHandler(slot: slot))
         try pipeline.addHandler(manager)
         try pipeline.addHandler(DeferredFlushHandler(), position: .first)

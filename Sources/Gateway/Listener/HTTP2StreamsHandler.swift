@@ -32,6 +32,9 @@ final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHand
     /// The streams' deadlines share one wake-up: no timer scheduled and
     /// cancelled per stream.
     private var timer = LazyTimer()
+    private var resets = ResetRateLimit()
+    /// The highest stream whose request was handed to a call.
+    private var lastStreamServed = HTTP2StreamID.rootStream
 
     /// The connection window is kept this open: every stream's data is
     /// bounded by its own window already.
@@ -59,6 +62,10 @@ final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHand
         switch frame.payload {
         case .headers, .data:
             serve(frame, context: context)
+        case .rstStream where resets.reset(at: .now()):
+            // A non-NO_ERROR GOAWAY closes the connection (CloseAfterErrorGoAway).
+            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .goAway(
+                lastStreamID: lastStreamServed, errorCode: .enhanceYourCalm, opaqueData: nil))), promise: nil)
         default:
             // The connection manager wants PING acknowledgements; its
             // keepalive timer restarts after every read anyway.
@@ -83,6 +90,7 @@ final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHand
             let stream = HTTP2StreamClientSide(id: frame.streamID, connection: self, context: context,
                                                contentLength: try? HTTP1RequestDecoder.contentLength(head.headers))
             guard stream.bodyArrived(0, endStream: headers.endStream) else { return refuse(frame.streamID, context: context) }
+            lastStreamServed = max(lastStreamServed, frame.streamID)
             let proxy = ProxyHandler(slot: slot, isStream: true, client: stream)
             stream.proxy = proxy
             streams[frame.streamID] = stream

@@ -24,6 +24,8 @@ final class NGHTTP2Client {
     /// Every frame the server sent, read off the wire independently of the
     /// session (which ignores frames on streams it did not open itself).
     private(set) var rawFrames: [(type: UInt8, stream: UInt32, errorCode: UInt32?, flags: UInt8, length: Int)] = []
+    /// The last-stream-id of each GOAWAY, as read off the wire.
+    private(set) var goAwayLastStreamIDs: [UInt32] = []
     private var rawBuffer: [UInt8] = []
 
     /// `initialWindowSize`: SETTINGS_INITIAL_WINDOW_SIZE to announce (how much
@@ -193,6 +195,7 @@ final class NGHTTP2Client {
                 code = payload[offset..<(offset + 4)].reduce(0) { $0 << 8 | UInt32($1) }
             }
             rawFrames.append((type, stream, code, rawBuffer[4], length))
+            if type == 0x7, payload.count >= 4 { goAwayLastStreamIDs.append(payload.prefix(4).reduce(0) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF) }
             rawBuffer.removeFirst(9 + length)
         }
     }
