@@ -27,12 +27,25 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         let value = rest.popFirst() ?? []
         headers.add("x-" + text(name, from: token), text(value, from: visible))
     }
+    // The last byte picks the framing field: none, chunked, or a length made of the first bytes.
+    let framing: RequestFraming = switch input.last.map({ $0 % 3 }) {
+    case 1: .streamed
+    case 2: .length(input.prefix(4).reduce(0) { $0 << 8 | Int($1) })
+    default: .none
+    }
     var buffer = ByteBuffer()
-    buffer.writeRequestHead(method: method, target: target, headers: headers)
+    buffer.writeRequestHead(method: method, target: target, headers: headers, framing: framing)
     var decoder = HTTP1RequestDecoder(maxHeadBytes: 1 << 24)
     guard case .head(let head)? = try? decoder.next(&buffer) else { fatalError("a written head did not read back") }
     precondition(head.method.rawValue == method && head.uri == target, "request line changed")
-    let read = HeaderList(head.headers)
+    var read = HeaderList(head.headers)
+    switch framing {
+    case .none: break
+    case .streamed: precondition(read.values("Transfer-Encoding") == ["chunked"], "chunked framing lost")
+    case .length(let length): precondition(read.values("Content-Length") == [String(length)], "length framing lost")
+    }
+    read.remove("Transfer-Encoding")
+    read.remove("Content-Length")
     precondition(read.map(\.name) == headers.map(\.name) && read.map(\.value) == headers.map(\.value), "fields changed")
     precondition(buffer.readableBytes == 0, "bytes left after the head")
     return 0

@@ -57,6 +57,22 @@ import Testing
         }
     }
 
+    @Test func framingFieldsOfEveryLengthReadBack() throws {
+        for length in [0, 1, 9, 10, 99, 100, 65_535, 1 << 31, Int(Int32.max) * 4] {
+            for total in 125...131 {
+                var random = SplitMix64(seed: UInt64(total))
+                let (method, target, headers) = Self.request(totalBytes: total, random: &random)
+                var buffer = ByteBuffer()
+                buffer.writeRequestHead(method: method, target: target, headers: headers, framing: .length(length))
+                let head = try #require(try Self.readBack(buffer))
+                #expect(head.headers["Content-Length"] == [String(length)])
+            }
+        }
+        var buffer = ByteBuffer()
+        buffer.writeRequestHead(method: "POST", target: "/", headers: ["Host": "h"], framing: .streamed)
+        #expect(String(buffer: buffer) == "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n")
+    }
+
     @Test func randomHeadsReadBackEqual() throws {
         var random = SplitMix64(seed: 2026)
         for _ in 0..<2000 {

@@ -190,9 +190,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
             head.uri = path + head.uri[queryStart...]
         }
         let headers = HeaderList(head.headers)
-        // Both protocols' heads were checked already: every Content-Length the same number.
-        let length = try? HTTP1RequestDecoder.contentLength(head.headers)
-        let hasBody = (length ?? 0) != 0 || head.headers.contains(name: "Transfer-Encoding")
+        let framing = client.framing(of: head)
+        let hasBody = framing != .none && framing != .length(0)
+        let length: Int? = if case .length(let length) = framing { length } else { nil }
         guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
             // An unread body would have to be drained first; closing is simpler and safe.
             return answer(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
@@ -212,7 +212,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             client.flush()
         }
         if streams {
-            startStreaming(head, match: match, headers: headers, length: length)
+            startStreaming(head, match: match, headers: headers, framing: framing)
         } else {
             self.head = head
             self.match = match
@@ -249,7 +249,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
             guard machine.isCurrent(token), let call = self.call else { return }
             switch result {
             case .success(var modified):
-                // Content-Length stays true to the bytes sent, whatever a hook did to the body.
+                // Framing stays the gateway's, true to the bytes sent, whatever a hook did.
+                modified.headers.remove("Content-Length")
+                modified.headers.remove("Transfer-Encoding")
                 if !call.streams { modified.frameBody() }
                 call.request = modified
                 run(machine.modifiersFinished(token))
@@ -313,9 +315,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
         swap(&headers, &requestHeaders)
         // The upstream's config is read in place (a local copy retains all of it).
         let route = match.route
-        headers.remove("Content-Length")
-        headers.remove("Transfer-Encoding")
-        if !body.isEmpty { headers.add("Content-Length", String(body.count)) }
         let client = clientInfo(headers)
         let request: UpstreamRequest
         do {
@@ -335,19 +334,19 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     /// The body goes upstream as it arrives: the client's framing (length or
     /// chunked) is kept, and reading pauses whenever the upstream cannot take more.
-    func startStreaming(_ head: HTTPRequestHead, match: Router.Match, headers: HeaderList, length: Int?) {
+    func startStreaming(_ head: HTTPRequestHead, match: Router.Match, headers: HeaderList, framing: RequestFraming) {
         let client = clientInfo(headers)
         let route = match.route
         var request: UpstreamRequest
         do {
+            // One canonical length goes upstream, whatever spelling or
+            // repetition the client's had (`05`, `5, 5`, two fields).
             request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: headers, body: [],
-                                                route: route.config, upstream: route.upstream, captures: match.captures, client: client)
+                                                route: route.config, upstream: route.upstream, captures: match.captures, client: client,
+                                                streamed: framing)
         } catch {
             return answer(error, to: head, requestID: client.requestID, close: true)
         }
-        // One canonical Content-Length goes upstream, whatever spelling or
-        // repetition the client's had (`05`, `5, 5`, two fields).
-        if let length { request.headers.set("Content-Length", String(length)) } else { request.headers.set("Transfer-Encoding", "chunked") }
         streaming = Streaming()
         setClientReading(false)
         startCall(Call(requestHead: head, request: request, route: route, requestID: client.requestID,

@@ -1,36 +1,52 @@
 import NIOCore
 import Rewriter
 
+/// How a request's body is delimited, as data: each protocol writes it its
+/// own way (HTTP/1.1: a `Content-Length` or `Transfer-Encoding: chunked`
+/// field; HTTP/2: `content-length` or nothing), and no header list ever
+/// carries a framing field the gateway did not compute.
+public enum RequestFraming: Sendable, Hashable {
+    /// No body.
+    case none
+    /// Exactly this many bytes.
+    case length(Int)
+    /// A body of unknown length that streams as it arrives.
+    case streamed
+}
+
 /// The request that goes upstream, fully built: target joined with the
 /// upstream's base URL, headers layered in DESIGN.md's precedence order.
 public struct UpstreamRequest: Sendable, Hashable {
     public var method: String
     public var target: String
+    /// Never `Content-Length` or `Transfer-Encoding`: `framing` says those.
     public var headers: HeaderList
     /// nil: no body (or, for a pass-through route, the client's body streams).
     public var body: [UInt8]?
+    public var framing: RequestFraming
 
-    public init(method: String, target: String, headers: HeaderList, body: [UInt8]?) {
+    public init(method: String, target: String, headers: HeaderList, body: [UInt8]?, framing: RequestFraming? = nil) {
         self.method = method
         self.target = target
         self.headers = headers
         self.body = body
+        self.framing = .none
+        if let framing { self.framing = framing } else { frameBody() }
     }
 
     /// Lowest precedence first: the client's headers (hop-by-hop dropped, the
     /// X-Forwarded-* and X-Request-Id of `client` added), the
     /// upstream's `headers`, the route's `headers`, then the encoder's
-    /// Content-Type and Content-Length. Throws the client's 4xx problem. The
-    /// client's list is consumed: edited in place, not copied, when the
-    /// caller lets go of it.
+    /// Content-Type. Throws the client's 4xx problem. The client's list is
+    /// consumed: edited in place, not copied, when the caller lets go of it.
+    /// `streamed`: the client's body streams upstream as it arrives, framed
+    /// so (a pass-through route); otherwise `body` is the whole body.
     public static func build(
         method: String, target: String, headers clientHeaders: consuming HeaderList, body: [UInt8],
         route: RouteConfig, upstream: UpstreamConfig, captures: [(name: String, value: String)] = [],
-        client: ClientInfo? = nil, boundary: () -> String = MultipartEncoder.randomBoundary
+        client: ClientInfo? = nil, streamed: RequestFraming? = nil, boundary: () -> String = MultipartEncoder.randomBoundary
     ) throws(Problem) -> UpstreamRequest {
         let contentType = route.rewrite == nil ? nil : clientHeaders["Content-Type"]
-        // A streamed body (the client's length or chunks) is framed as it came.
-        let streamed = route.rewrite == nil && (clientHeaders.contains("Content-Length") || clientHeaders.contains("Transfer-Encoding"))
         var headers = clientHeaders
         headers.removeHopByHop()
         // The gateway answers `Expect: 100-continue` itself.
@@ -39,8 +55,12 @@ public struct UpstreamRequest: Sendable, Hashable {
         if !route.keepHost || !headers.contains("Host") { headers.set("Host", upstream.authority) }
         upstream.headers.apply(to: &headers)
         route.headers.apply(to: &headers)
+        // Framing is the gateway's to write, true to the bytes sent, whoever set these.
+        headers.remove("Content-Length")
+        headers.remove("Transfer-Encoding")
 
-        var request = UpstreamRequest(method: method, target: target, headers: consume headers, body: body.isEmpty ? nil : body)
+        var request = UpstreamRequest(method: method, target: target, headers: consume headers, body: body.isEmpty ? nil : body,
+                                      framing: streamed)
         if let rule = route.rewrite {
             var incoming = IncomingRequest(method: method, target: target, contentType: contentType, body: body)
             incoming.captures = captures
@@ -54,36 +74,29 @@ public struct UpstreamRequest: Sendable, Hashable {
             request.target = rewritten.target
             request.body = rewritten.body
             request.headers.remove("Content-Type")
-            request.headers.remove("Content-Length")
             if let contentType = rewritten.contentType { request.headers.add("Content-Type", contentType) }
-        }
-        if request.body != nil || !streamed {
             request.frameBody()
         }
         request.target = upstream.url?.join(request.target) ?? request.target
         return request
     }
 
-    /// Content-Length true to the buffered body. An empty POST, PUT or PATCH
-    /// says 0, as nginx sends it: some servers refuse those without a length.
+    /// Framing true to the buffered body. An empty POST, PUT or PATCH says
+    /// length 0, as nginx sends it: some servers refuse those without a length.
     public mutating func frameBody() {
         if let body, !body.isEmpty {
-            headers.set("Content-Length", String(body.count))
+            framing = .length(body.count)
             return
         }
         body = nil
-        if method == "POST" || method == "PUT" || method == "PATCH" {
-            headers.set("Content-Length", "0")
-        } else {
-            headers.remove("Content-Length")
-        }
+        framing = method == "POST" || method == "PUT" || method == "PATCH" ? .length(0) : .none
     }
 
-    /// HTTP/1.1 wire form: request line, headers, blank line, body — the
-    /// bytes an upstream connection writes.
+    /// HTTP/1.1 wire form: request line, headers, framing, blank line, body —
+    /// the bytes an upstream connection writes.
     public var wireFormat: [UInt8] {
         var out = ByteBuffer()
-        out.writeRequestHead(method: method, target: target, headers: headers)
+        out.writeRequestHead(method: method, target: target, headers: headers, framing: framing)
         if let body { out.writeBytes(body) }
         return Array(out.readableBytesView)
     }

@@ -6,11 +6,18 @@ import Rewriter
 /// measured first and copied in with one capacity check: a write per
 /// string, four per field, cost more than the copying.
 extension ByteBuffer {
-    /// Request line and header fields, blank line included.
-    mutating func writeRequestHead(method: String, target: String, headers: HeaderList) {
+    /// Request line, header fields, the field `framing` calls for, blank line.
+    mutating func writeRequestHead(method: String, target: String, headers: HeaderList, framing: RequestFraming = .none) {
         // "<method> <target> HTTP/1.1\r\n" and the closing "\r\n": 1 + 11 + 2.
         var size = method.utf8.count + target.utf8.count + 14
         for field in headers { size += field.name.utf8.count + field.value.utf8.count + 4 }
+        switch framing {
+        case .none: break
+        // "Content-Length: " + digits + "\r\n".
+        case .length(let length): size += 18 + Self.decimalDigits(length)
+        // "Transfer-Encoding: chunked\r\n".
+        case .streamed: size += 28
+        }
         writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
             var out = RawWriter(raw)
             out.put(method)
@@ -18,9 +25,26 @@ extension ByteBuffer {
             out.put(target)
             out.put(" HTTP/1.1\r\n")
             for field in headers { out.putField(field.name, field.value) }
+            switch framing {
+            case .none: break
+            case .length(let length):
+                out.put("Content-Length: ")
+                out.putDecimal(length)
+                out.put("\r\n")
+            case .streamed: out.put("Transfer-Encoding: chunked\r\n")
+            }
             out.put("\r\n")
             return out.at
         }
+    }
+
+    static func decimalDigits(_ value: Int) -> Int {
+        var digits = 1, rest = value / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        return digits
     }
 
     /// The status line and `headers`, without the blank line (the caller
@@ -106,6 +130,18 @@ private struct RawWriter {
             at += bytes.count
         }
         if copied == nil { for byte in string.utf8 { put(byte) } }
+    }
+
+    /// A non-negative integer in decimal.
+    mutating func putDecimal(_ value: Int) {
+        let digits = ByteBuffer.decimalDigits(value)
+        ensure(digits)
+        var rest = value
+        for index in stride(from: at + digits - 1, through: at, by: -1) {
+            raw[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+        }
+        at += digits
     }
 
     mutating func putField(_ name: String, _ value: String) {

@@ -24,6 +24,8 @@ protocol ClientSide: AnyObject {
     func close()
     /// Pauses or resumes reading the request (backpressure for streamed bodies).
     func setReading(_ on: Bool)
+    /// How the body of the request whose head this is, is framed.
+    func framing(of head: HTTPRequestHead) -> RequestFraming
     /// Calls the proxy's `deadlinePassed()` at `when` or later (a
     /// connection's one LazyTimer serves its calls or streams).
     func wake(at when: NIODeadline)

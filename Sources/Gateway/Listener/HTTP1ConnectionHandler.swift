@@ -128,6 +128,12 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
 
     func wake(at when: NIODeadline) { timer.wake(at: when, on: eventLoop, handler: self) }
 
+    /// The decoder accepted the head's framing fields: chunked, one length, or none.
+    func framing(of head: HTTPRequestHead) -> RequestFraming {
+        if head.headers.contains(name: "Transfer-Encoding") { return .streamed }
+        return (try? HTTP1RequestDecoder.contentLength(head.headers)).map { .length($0) } ?? .none
+    }
+
     func handleScheduledCallback(eventLoop: some EventLoop) {
         timer.fired()
         proxy?.deadlinePassed()

@@ -31,10 +31,13 @@ final class HTTP2StreamClientSide: ClientSide {
 
     /// What the request's Content-Length leaves to come, when it has one.
     private var remainingLength: Int?
+    /// The request body's framing, known from the HEADERS frame.
+    private let requestFraming: RequestFraming
 
-    init(id: HTTP2StreamID, connection: HTTP2StreamsHandler, context: ChannelHandlerContext, contentLength: Int?) {
+    init(id: HTTP2StreamID, connection: HTTP2StreamsHandler, context: ChannelHandlerContext, contentLength: Int?, endStream: Bool) {
         self.id = id
         remainingLength = contentLength
+        requestFraming = contentLength.map { .length($0) } ?? (endStream ? .none : .streamed)
         self.connection = connection
         sendWindow = connection.peerInitialWindow
         eventLoop = context.eventLoop
@@ -120,6 +123,8 @@ final class HTTP2StreamClientSide: ClientSide {
     }
 
     func wake(at when: NIODeadline) { connection.wake(at: when) }
+
+    func framing(of head: HTTPRequestHead) -> RequestFraming { requestFraming }
 
     func setReading(_ on: Bool) {
         guard reading != on else { return }

@@ -88,7 +88,8 @@ final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHand
                 return refuse(frame.streamID, context: context)
             }
             let stream = HTTP2StreamClientSide(id: frame.streamID, connection: self, context: context,
-                                               contentLength: try? HTTP1RequestDecoder.contentLength(head.headers))
+                                               contentLength: try? HTTP1RequestDecoder.contentLength(head.headers),
+                                               endStream: headers.endStream)
             guard stream.bodyArrived(0, endStream: headers.endStream) else { return refuse(frame.streamID, context: context) }
             lastStreamServed = max(lastStreamServed, frame.streamID)
             let proxy = ProxyHandler(slot: slot, isStream: true, client: stream)

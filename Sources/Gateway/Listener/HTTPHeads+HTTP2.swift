@@ -5,8 +5,9 @@ import Rewriter
 extension HTTPRequestHead {
     /// The request a client's HTTP/2 header block asks for, in HTTP/1.1 terms,
     /// as swift-nio-http2's HTTP/1 translation makes it: `:authority`
-    /// becomes `host` (RFC 9113 §8.3.1: it wins over a Host header), and a
-    /// body-carrying method without a length says how its body is framed.
+    /// becomes `host` (RFC 9113 §8.3.1: it wins over a Host header). How its
+    /// body is framed is the stream's to say (`HTTP2StreamClientSide.framing`),
+    /// never a synthesized field.
     /// Nil for a malformed block (RFC 9113 §8.2, §8.3, checked here in the one
     /// walk over the fields instead of by swift-nio-http2's validator): an
     /// unknown, repeated, late or missing pseudo-header, a name that is not a
@@ -55,13 +56,7 @@ extension HTTPRequestHead {
         // `+45` its own way would desync); the DATA must then match it.
         if hasLength, (try? HTTP1RequestDecoder.contentLength(headers)) == nil { return nil }
         if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
-        let httpMethod = HTTPMethod(rawValue: method)
-        switch httpMethod {
-        case .GET, .HEAD, .DELETE, .TRACE: break
-        default:
-            if !hasLength { headers.add(name: endStream ? "content-length" : "transfer-encoding", value: endStream ? "0" : "chunked") }
-        }
-        self.init(version: HTTPVersion(major: 2, minor: 0), method: httpMethod, uri: path, headers: headers)
+        self.init(version: HTTPVersion(major: 2, minor: 0), method: HTTPMethod(rawValue: method), uri: path, headers: headers)
     }
 }
 

@@ -92,7 +92,8 @@ extension RefreshSpec {
         let bytes = body.map(JSONWriter.bytes)
         if bytes != nil { headers.add("Content-Type", "application/json") }
         self.headers.apply(to: &headers)
-        if let bytes { headers.set("Content-Length", String(bytes.count)) }
+        headers.remove("Content-Length")
+        headers.remove("Transfer-Encoding")
         return UpstreamRequest(method: method, target: upstream.url?.join(path) ?? path, headers: headers, body: bytes)
     }
 

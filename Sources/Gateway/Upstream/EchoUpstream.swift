@@ -9,7 +9,10 @@ enum EchoUpstream {
         let q = request.target.firstIndex(of: "?")
         object.append("path", .string(String(request.target[..<(q ?? request.target.endIndex)])))
         object.append("query", q.map { .string(String(request.target[request.target.index(after: $0)...])) } ?? .null)
-        object.append("headers", .array(request.headers.map { .array([.string($0.name), .string($0.value)]) }))
+        var headers = request.headers.map { JSONValue.array([.string($0.name), .string($0.value)]) }
+        // As an HTTP/1.1 upstream would receive it.
+        if case .length(let length) = request.framing { headers.append(.array(["Content-Length", .string(String(length))])) }
+        object.append("headers", .array(headers))
         if let body = request.body {
             // Bodies that are not UTF-8 (multipart files) are shown with invalid bytes replaced.
             object.append("body", .string(String(decoding: body, as: UTF8.self)))

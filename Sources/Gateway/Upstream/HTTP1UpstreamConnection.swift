@@ -52,10 +52,10 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     private func start(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, extra: Int) -> ByteBuffer {
         exchange.begin(delegate)
         keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
-        chunked = request.headers.contains("Transfer-Encoding")
+        chunked = request.framing == .streamed
         decoder.expect(method: HTTPMethod(rawValue: request.method))
         var out = spare.take(channel.allocator, capacity: 512 + extra)
-        out.writeRequestHead(method: request.method, target: request.target, headers: request.headers)
+        out.writeRequestHead(method: request.method, target: request.target, headers: request.headers, framing: request.framing)
         return out
     }
 

@@ -23,8 +23,10 @@ final class HTTP2UpstreamStream: UpstreamConnection {
 
     func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
         exchange.begin(delegate)
-        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target,
-                                   headers: request.headers.httpHeaders)
+        var headers = request.headers.httpHeaders
+        // HTTP/2 frames the body itself; a known length is still stated (RFC 9113 §8.1.1).
+        if case .length(let length) = request.framing { headers.add(name: "content-length", value: String(length)) }
+        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.target, headers: headers)
         exchange.requestWritten = true
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
     }
