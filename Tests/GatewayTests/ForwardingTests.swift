@@ -313,7 +313,7 @@ import Testing
                                                     ("content-type", "application/json")])
             client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: headers)
                 + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 1, payload: Array(#"{"a":"#.utf8)))
-            // The answer first; the stream is reset once idle_timeout passed again without the rest.
+            // The response first; the stream is reset once idle_timeout passed again without the rest.
             client.readRaw(seconds: 3) { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 } }
             #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == 1 })
             #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 && $0.errorCode == 0 })

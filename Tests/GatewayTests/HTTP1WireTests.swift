@@ -58,7 +58,7 @@ import Testing
             let upgrade = try curl(["-i", "\(gateway.base)/upgrade", "-H", "Upgrade: websocket", "-H", "Connection: Upgrade"]).text
             #expect(upgrade.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n") && upgrade.contains("switched protocols"))
 
-            // An answer to HEAD has no body whatever its length says: the
+            // a response to HEAD has no body whatever its length says: the
             // connection carries the next call right after it.
             let head = try curl(["-I", "\(gateway.base)/head"]).text
             #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n") && head.contains("Content-Length: 5\r\n"))

@@ -39,7 +39,7 @@ import Testing
     }
 
     /// A client that reads slowly: the gateway stops reading the upstream
-    /// instead of buffering the answer.
+    /// instead of buffering the response.
     @Test(arguments: [false, true]) func largeDownloadToASlowClientKeepsMemoryBounded(http2: Bool) async throws {
         let size = 96 << 20
         let body = [UInt8](repeating: 0x61, count: size)

@@ -53,7 +53,7 @@ extension Problem {
     static func validatorFailed(_ validator: String, upstream: String, status: Int?, route: String) -> Problem {
         let status = status.map { " (upstream status \($0))" } ?? ""
         return Problem(status: 502, code: "validator-failed", title: "Upstream answer refused",
-                       detail: "\(validator) refused the answer of upstream \(upstream)\(status)", route: route)
+                       detail: "\(validator) refused the response of upstream \(upstream)\(status)", route: route)
     }
 
     static func refreshFailed(upstream: String, error: any Error, route: String) -> Problem {

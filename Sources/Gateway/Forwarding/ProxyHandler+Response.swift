@@ -2,12 +2,12 @@ import NIOCore
 import NIOHTTP1
 import Rewriter
 
-/// Forwarding a call upstream and streaming the answer back.
+/// Forwarding a call upstream and streaming the response back.
 extension ProxyHandler {
     /// Lets a held answer through as it is: its head, what was held of the
     /// body, and from now on the rest as it arrives (too large to hold, or
     /// the validators accepted it).
-    func releaseHeldAnswer() {
+    func releaseHeldResponse() {
         guard let head = call?.heldHead, let body = call?.heldBody else { return }
         call?.heldHead = nil
         call?.heldBody = []
@@ -98,7 +98,7 @@ extension ProxyHandler {
         writeHead(upstreamHead)
     }
 
-    /// The answer's head goes to the client, edited in NIO's form (no
+    /// The response's head goes to the client, edited in NIO's form (no
     /// conversion) and in place: handed over, not shared, it is not copied.
     func writeHead(_ upstreamHead: consuming HTTPResponseHead) {
         guard let call else { return }
@@ -117,7 +117,7 @@ extension ProxyHandler {
         guard call != nil, !machine.isDraining else { return }
         if call?.heldHead != nil {
             call?.heldBody.append(contentsOf: buffer.readableBytesView)
-            if call!.heldBody.count > shared.config.limits.maxResponseBodyBytes { releaseHeldAnswer() }
+            if call!.heldBody.count > shared.config.limits.maxResponseBodyBytes { releaseHeldResponse() }
             return
         }
         log.bytes += buffer.readableBytes
@@ -132,7 +132,7 @@ extension ProxyHandler {
             let headers = HeaderList(held.headers)
             let status = Int(held.status.code)
             if decide(.response(status: status, headers: headers, body: body), upstreamStatus: status, responseComplete: true) { return }
-            releaseHeldAnswer()
+            releaseHeldResponse()
         }
         guard let call = endCall() else { return }
         endStreaming()
@@ -162,7 +162,7 @@ extension ProxyHandler {
             client.close()
             return
         }
-        answer(.upstreamFailed(error, upstream: call.route.upstream.name, route: call.route.config.name),
+        respond(.upstreamFailed(error, upstream: call.route.upstream.name, route: call.route.config.name),
                to: call.requestHead, requestID: call.requestID)
     }
 }

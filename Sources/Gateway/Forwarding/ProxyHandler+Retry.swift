@@ -38,7 +38,7 @@ extension ProxyHandler {
         case .fail(let validator):
             call.connection?.abandon()
             endCall()
-            answer(.validatorFailed(validator, upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name),
+            respond(.validatorFailed(validator, upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name),
                    to: call.requestHead, requestID: call.requestID)
             return true
         case .retry(let delay, _):
@@ -105,7 +105,7 @@ extension ProxyHandler {
                 case .success: run(machine.credentialReady(token))
                 case .failure(let error):
                     endCall()
-                    answer(.refreshFailed(upstream: refresher.upstream.name, error: error, route: route.config.name),
+                    respond(.refreshFailed(upstream: refresher.upstream.name, error: error, route: route.config.name),
                            to: call.requestHead, requestID: call.requestID)
                 }
             }

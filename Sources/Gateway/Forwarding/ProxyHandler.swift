@@ -33,7 +33,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// The call in flight: what it carries. Its lifecycle is `machine`'s.
     var call: Call?
     var machine = CallStateMachine()
-    /// When the current wait (for a head, between requests, for an answer) ends.
+    /// When the current wait (for a head, between requests, for a response) ends.
     var deadline: NIODeadline?
     /// Request ids come from this: no syscall per call or per HTTP/2 stream.
     var random: SplitMix64
@@ -106,8 +106,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         abandonCall()
         streaming = nil
         head = nil
-        if exchange.answering {
-            exchange.answering = false
+        if exchange.responding {
+            exchange.responding = false
             record(status: 499, outcome: "client-gone")
         }
     }
@@ -117,15 +117,15 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     /// HTTP/1.1 pipelining: the next request is read only once this answer
     /// has ended (its bytes wait in the connection handler).
-    var acceptsRequestParts: Bool { !exchange.answering || exchange.reading }
+    var acceptsRequestParts: Bool { !exchange.responding || exchange.reading }
 
     /// Where this connection or stream is between requests and answers.
     struct Exchange {
         /// The current request's head arrived and its end has not.
         var reading = false
         /// Its answer has not ended yet.
-        var answering = false
-        /// Draining: the answer in flight is the last one.
+        var responding = false
+        /// Draining: the response in flight is the last one.
         var quiescing = false
     }
 
@@ -135,7 +135,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         switch part {
         case .head(let head):
             exchange.reading = true
-            exchange.answering = true
+            exchange.responding = true
             shared = slot.context
             clearDeadline()
             log = AccessLog.Entry(method: head.method.rawValue, target: head.uri)
@@ -153,7 +153,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                     self.head = nil
                     match = nil
                     body = []
-                    return answer(.bodyTooLarge(limit: shared.config.limits.maxBodyBytes, route: route), to: head, close: true)
+                    return respond(.bodyTooLarge(limit: shared.config.limits.maxBodyBytes, route: route), to: head, close: true)
                 }
                 body.append(contentsOf: buffer.readableBytesView)
             }
@@ -171,13 +171,13 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func received(_ head: consuming HTTPRequestHead) {
         let limits = shared.config.limits
         if head.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }) > limits.maxHeaderBytes {
-            return answer(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), to: head, close: true)
+            return respond(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), to: head, close: true)
         }
         if !head.uri.hasPrefix("/") {
             guard let absolute = AbsoluteForm(head.uri),
                 AbsoluteForm.isOwn(absolute.authority, localAuthority: client.localAuthority, router: shared.router)
             else {
-                return answer(.badTarget, to: head, close: true)
+                return respond(.badTarget, to: head, close: true)
             }
             head.uri = absolute.originForm
             head.headers.replaceOrAdd(name: "Host", value: String(absolute.authority))
@@ -195,7 +195,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         let length: Int? = if case .length(let length) = framing { length } else { nil }
         guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
             // An unread body would have to be drained first; closing is simpler and safe.
-            return answer(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
+            return respond(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
         }
         log.route = match.route.config.name
         routeMetrics = match.route.metrics
@@ -203,7 +203,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         if !streams, let size = length, size > limits.maxBodyBytes {
             // Refused at once, as nginx does: before the body is sent when the
             // client waits for 100 Continue, else without reading the rest.
-            return answer(.bodyTooLarge(limit: limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
+            return respond(.bodyTooLarge(limit: limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
         }
         // The gateway answers `Expect: 100-continue` (as nginx and Envoy do):
         // the client does not wait, and the upstream never sees the expectation.
@@ -260,7 +260,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 endStreaming()
                 let problem = error as? Problem
                     ?? .modifierFailed("\(error)", route: call.route.config.name)
-                answer(problem, to: call.requestHead, requestID: call.requestID, close: streaming != nil)
+                respond(problem, to: call.requestHead, requestID: call.requestID, close: streaming != nil)
             }
         }
     }
@@ -321,12 +321,12 @@ final class ProxyHandler: UpstreamResponseDelegate {
             request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: consume headers, body: body,
                                                 route: route.config, upstream: route.upstream, captures: match.captures, client: client)
         } catch {
-            return answer(error, to: head, requestID: client.requestID)
+            return respond(error, to: head, requestID: client.requestID)
         }
         if route.isEcho {
             var responseHeaders: HeaderList = ["Content-Type": "application/json", "X-Request-Id": client.requestID]
             route.config.responseHeaders.apply(to: &responseHeaders)
-            return answer(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
+            return respond(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
         }
         startCall(Call(requestHead: head, request: request, route: route, requestID: client.requestID,
                        retry: retryState(route, method: request.method, replayable: true), streams: false))
@@ -345,7 +345,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                                                 route: route.config, upstream: route.upstream, captures: match.captures, client: client,
                                                 streamed: framing)
         } catch {
-            return answer(error, to: head, requestID: client.requestID, close: true)
+            return respond(error, to: head, requestID: client.requestID, close: true)
         }
         streaming = Streaming()
         setClientReading(false)
@@ -390,7 +390,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     /// A malformed request (bad framing, smuggling attempt): nothing after it
     /// on this connection can be trusted, so the connection closes, after
-    /// `problem` unless the answer has begun.
+    /// `problem` unless the response has begun.
     func malformed(_ problem: Problem) {
         if machine.responseForwarded { return client.close() }
         abandonCall()
@@ -401,7 +401,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             routeMetrics = nil
         }
         exchange.reading = false
-        answer(problem, to: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), close: true)
+        respond(problem, to: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), close: true)
     }
 
     /// The client is gone: no deadline, and the upstream connection of a
@@ -421,19 +421,19 @@ final class ProxyHandler: UpstreamResponseDelegate {
         setClientReading(true)
     }
 
-    /// Ends the answer; an HTTP/1.1 connection then reads its next request
+    /// Ends the response; an HTTP/1.1 connection then reads its next request
     /// (within idle_timeout).
     func finishExchange(keepAlive: Bool) {
-        exchange.answering = false
+        exchange.responding = false
         guard keepAlive, !exchange.quiescing else { return client.end(close: true) }
         if !isStream { setDeadline(shared.config.limits.idleTimeout) }
         client.end(close: false)
     }
 
-    /// Graceful stop (drain): the answer in flight is the last. Returns
+    /// Graceful stop (drain): the response in flight is the last. Returns
     /// whether the connection is idle, to be closed now.
     func quiesce() -> Bool {
         exchange.quiescing = true
-        return !exchange.reading && !exchange.answering
+        return !exchange.reading && !exchange.responding
     }
 }

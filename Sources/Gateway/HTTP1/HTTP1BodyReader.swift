@@ -47,7 +47,7 @@ struct HTTP1BodyReader {
 
     var isDone: Bool { if case .done = state { true } else { false } }
 
-    /// The next body part or the body's end (as a request's or an answer's
+    /// The next body part or the body's end (as a request's or a response's
     /// part); nil when more bytes are needed.
     mutating func next<Head>(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> HTTPPart<Head, ByteBuffer>? {
         while true {

@@ -1,16 +1,16 @@
 import NIOCore
 import NIOHTTP1
 
-/// Turns an upstream connection's bytes into answer parts for the request
-/// sent last (`expect` says which: an answer to HEAD has no body). Lenient
+/// Turns an upstream connection's bytes into response parts for the request
+/// sent last (`expect` says which: a response to HEAD has no body). Lenient
 /// only where no ambiguity follows: LF line ends, a body read until close;
-/// an answer framed both ways is read by Transfer-Encoding and its
+/// a response framed both ways is read by Transfer-Encoding and its
 /// connection not reused (`mustClose`), as RFC 9112 section 6.3 says.
 struct HTTP1ResponseDecoder {
     private var head: HTTP1HeadReader
     private var body: HTTP1BodyReader?
     private var requestIsHEAD = false
-    /// The answer's framing, or its `Connection` field and version, leave
+    /// The response's framing, or its `Connection` field and version, leave
     /// the connection unusable for another request.
     private(set) var mustClose = false
 
@@ -51,8 +51,8 @@ struct HTTP1ResponseDecoder {
         return .head(responseHead)
     }
 
-    /// The upstream closed the connection: the end of an answer read until
-    /// close, or an answer cut short (thrown).
+    /// The upstream closed the connection: the end of a response read until
+    /// close, or a response cut short (thrown).
     mutating func inputClosed() throws(HTTP1ParseError) -> HTTPClientResponsePart? {
         guard var reader = body else { return nil }
         body = nil

@@ -7,7 +7,7 @@ import NIOHTTP1
 protocol ClientSide: AnyObject {
     var eventLoop: EventLoop { get }
     var allocator: ByteBufferAllocator { get }
-    /// Whether the client can take more of the answer now.
+    /// Whether the client can take more of the response now.
     var isWritable: Bool { get }
     var isActive: Bool { get }
     /// The peer's address as text, formatted once per connection.
@@ -17,7 +17,7 @@ protocol ClientSide: AnyObject {
     var localAuthority: String { get }
     func write(_ part: HTTPServerResponsePart)
     func flush()
-    /// Ends the answer and flushes; `close`: the connection (HTTP/1.1) or
+    /// Ends the response and flushes; `close`: the connection (HTTP/1.1) or
     /// the stream (HTTP/2) ends with it.
     func end(close: Bool)
     /// Cuts the connection (HTTP/1.1) or resets the stream (HTTP/2).

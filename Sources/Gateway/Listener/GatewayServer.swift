@@ -156,7 +156,7 @@ public actor GatewayServer: Service {
         config = newConfig
     }
 
-    /// Stops accepting, asks every connection to finish (HTTP/1.1: the answer
+    /// Stops accepting, asks every connection to finish (HTTP/1.1: the response
     /// in flight carries `Connection: close`, idle connections close; HTTP/2:
     /// GOAWAY), and waits up to `timeout` for them to close.
     /// Returns whether all closed in time.

@@ -5,7 +5,7 @@ import Rewriter
 /// An HTTP/1.1 client connection: reads requests from its bytes and writes
 /// answers as bytes, with the call logic in a ProxyHandler — no codec
 /// handlers and no pipeline hop per request part. A pipelined request is
-/// read only once the answer before it has ended; until then its bytes wait
+/// read only once the response before it has ended; until then its bytes wait
 /// here (and reading pauses once `maxWaitingBytes` wait).
 final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOScheduledCallbackHandler {
     typealias InboundIn = ByteBuffer
@@ -30,9 +30,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     private let readGate = ReadGate()
     private var timer = LazyTimer()
 
-    /// The answer being written: how its body is framed, and the bytes not
+    /// The response being written: how its body is framed, and the bytes not
     /// yet handed to the channel (a small answer goes out as one write).
-    private var framing = AnswerFraming.none
+    private var framing = ResponseFraming.none
     private var out: ByteBuffer?
     private var spare = ReusableBuffer()
     private var requestIsHEAD = false
@@ -40,7 +40,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     /// An HTTP/1.0 client that asked to keep the connection: it is told so.
     private var http10KeepAlive = false
 
-    enum AnswerFraming {
+    enum ResponseFraming {
         case none
         case length
         case chunked
@@ -49,7 +49,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     }
 
     static let maxWaitingBytes = 64 * 1024
-    /// Body parts up to this size are copied into the answer's own buffer.
+    /// Body parts up to this size are copied into the response's own buffer.
     static let copyLimit = 4096
 
     let eventLoop: EventLoop
@@ -166,7 +166,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     /// After the client stopped sending: closes once every request it sent
     /// is answered (bytes left over are a request that can never complete).
     private func closeIfDone() {
-        guard let proxy, let context, !proxy.exchange.answering, !proxy.exchange.reading else { return }
+        guard let proxy, let context, !proxy.exchange.responding, !proxy.exchange.reading else { return }
         discarding = true
         // Once what was written is out, not before.
         let channel = context.channel

@@ -3,7 +3,7 @@ import NIOHPACK
 import NIOHTTP1
 import NIOHTTP2
 
-/// One HTTP/2 stream as its call sees it: answer parts become frames on the
+/// One HTTP/2 stream as its call sees it: response parts become frames on the
 /// connection, reading pauses by keeping the stream's window shut. Lives
 /// until the stream closes; afterwards writes go nowhere.
 final class HTTP2StreamClientSide: ClientSide {
@@ -15,13 +15,13 @@ final class HTTP2StreamClientSide: ClientSide {
     var proxy: ProxyHandler?
     private var open = true
     private var requestEnded = false
-    private var answerEnded = false
+    private var responseEnded = false
     private var reading = true
     /// The stream's receive window as last reported, reopened while reading.
     private var receiveWindow: Int?
     private var sendWindow: Int
-    /// The answer's latest body part, written on the next write, flush or
-    /// end: a small answer's only DATA frame then carries END_STREAM, with
+    /// The response's latest body part, written on the next write, flush or
+    /// end: a small response's only DATA frame then carries END_STREAM, with
     /// no empty frame after it (one frame less per stream through
     /// swift-nio-http2's state machine, flow control and encoder).
     private var heldData: ByteBuffer?
@@ -91,14 +91,14 @@ final class HTTP2StreamClientSide: ClientSide {
         connection.write(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(data), endStream: endStream))))
     }
 
-    /// RFC 9113 §8.1: an answer may end before the request did. The rest of
+    /// RFC 9113 §8.1: a response may end before the request did. The rest of
     /// the request is then read and dropped for up to the call's `lingerTime`
     /// and only then refused with RST_STREAM(NO_ERROR): some clients (curl
     /// 7.88) fail a call whose stream is reset, even after a whole answer.
     func end(close: Bool) {
-        guard open, !answerEnded else { return }
-        answerEnded = true
-        // An answer without a body still ends with a DATA frame: an empty one.
+        guard open, !responseEnded else { return }
+        responseEnded = true
+        // a response without a body still ends with a DATA frame: an empty one.
         if heldData == nil { heldData = allocator.buffer(capacity: 0) }
         writeHeldData(endStream: true)
         connection.flush()
@@ -115,7 +115,7 @@ final class HTTP2StreamClientSide: ClientSide {
     }
 
     func close() {
-        guard open, !(answerEnded && requestEnded) else { return }
+        guard open, !(responseEnded && requestEnded) else { return }
         open = false
         heldData = nil
         connection.write(HTTP2Frame(streamID: id, payload: .rstStream(.cancel)))

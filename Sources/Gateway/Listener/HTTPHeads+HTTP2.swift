@@ -103,7 +103,7 @@ enum HTTP2Fields {
 }
 
 extension HPACKHeaders {
-    /// An answer's head as an HTTP/2 header block: `:status` first, names in
+    /// a response's head as an HTTP/2 header block: `:status` first, names in
     /// lower case, hop-by-hop fields (RFC 9113 §8.2.2's connection-specific
     /// ones among them, such as a `Connection: close` of our own) left out.
     init(response head: HTTPResponseHead) {

@@ -11,6 +11,6 @@ public protocol ResponseValidator: Sendable {
 
 extension ResponseValidator {
     public var readsBody: Bool { false }
-    /// Shown in logs and in the 502 problem when it fails an answer.
+    /// Shown in logs and in the 502 problem when it fails a response.
     var label: String { "validator \(type(of: self))" }
 }

@@ -1,6 +1,6 @@
 import Rewriter
 
-/// What one upstream try came to: an answer (head, and the body when a
+/// What one upstream try came to: a response (head, and the body when a
 /// validator reads it) or a transport failure.
 public enum TryOutcome: Sendable {
     case response(status: Int, headers: HeaderList, body: [UInt8]?)

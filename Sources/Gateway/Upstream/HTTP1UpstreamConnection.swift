@@ -114,7 +114,7 @@ final class HTTP1UpstreamHandler: UpstreamConnectionHandler {
             while let part = try connection.decoder.next(&received) { connection.received(part) }
         } catch {
             received = ByteBuffer()
-            connection.failed(.reset("upstream \(connection.upstream) sent a malformed response: \(error)"), answerArrived: true)
+            connection.failed(.reset("upstream \(connection.upstream) sent a malformed response: \(error)"), responseArrived: true)
         }
         if received.readableBytes == 0 { received = ByteBuffer() }
     }

@@ -89,7 +89,7 @@ extension UpstreamConnection {
         case .head(let head):
             // The request asked for no upgrade (Upgrade is hop-by-hop): a tunnel is not forwarded.
             if head.status.code == 101 {
-                return failed(.reset("upstream \(upstream) switched protocols, which is not forwarded"), answerArrived: true)
+                return failed(.reset("upstream \(upstream) switched protocols, which is not forwarded"), responseArrived: true)
             }
             // 1xx interim responses are not forwarded; the final response follows.
             if head.status.code < 200 { return }
@@ -105,10 +105,10 @@ extension UpstreamConnection {
     }
 
     /// The exchange in flight, if any, failed: the connection is closed.
-    /// `answerArrived`: bytes of a response came (a malformed one), so the
+    /// `responseArrived`: bytes of a response came (a malformed one), so the
     /// upstream saw the request.
-    func failed(_ error: UpstreamError, answerArrived: Bool = false) {
-        let progress = answerArrived ? .responseStarted : exchange.progress
+    func failed(_ error: UpstreamError, responseArrived: Bool = false) {
+        let progress = responseArrived ? .responseStarted : exchange.progress
         exchange.end()?.upstreamFailed(error, progress: progress)
         channel.close(promise: nil)
     }

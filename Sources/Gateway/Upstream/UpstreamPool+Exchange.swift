@@ -4,7 +4,7 @@ import NIOHTTP1
 extension UpstreamPool {
     /// One whole request and its whole answer, for the gateway's own calls
     /// (a credential refresh): pooled like any call, bounded in time and size.
-    func exchange(_ request: UpstreamRequest, upstream: UpstreamConfig, timeout: Duration, maxBodyBytes: Int) -> EventLoopFuture<BufferedResponse.Answer> {
+    func exchange(_ request: UpstreamRequest, upstream: UpstreamConfig, timeout: Duration, maxBodyBytes: Int) -> EventLoopFuture<BufferedResponse.Contents> {
         let response = BufferedResponse(promise: eventLoop.makePromise(), maxBodyBytes: maxBodyBytes)
         let loop = eventLoop.assumeIsolated()
         let send = { (connection: any UpstreamConnection) in
@@ -32,19 +32,19 @@ extension UpstreamPool {
 
 /// Collects an upstream's whole answer.
 final class BufferedResponse: UpstreamResponseDelegate {
-    struct Answer: Sendable {
+    struct Contents: Sendable {
         var status: Int
         var headers: HTTPHeaders
         var body: [UInt8]
     }
 
-    let promise: EventLoopPromise<Answer>
+    let promise: EventLoopPromise<Contents>
     private let maxBodyBytes: Int
     private var head: HTTPResponseHead?
     private var body: [UInt8] = []
     private var done = false
 
-    init(promise: EventLoopPromise<Answer>, maxBodyBytes: Int) {
+    init(promise: EventLoopPromise<Contents>, maxBodyBytes: Int) {
         self.promise = promise
         self.maxBodyBytes = maxBodyBytes
     }
@@ -59,13 +59,13 @@ final class BufferedResponse: UpstreamResponseDelegate {
 
     func upstreamBody(_ buffer: ByteBuffer) {
         body.append(contentsOf: buffer.readableBytesView)
-        if body.count > maxBodyBytes { fail(.reset("the answer exceeds \(maxBodyBytes) bytes")) }
+        if body.count > maxBodyBytes { fail(.reset("the response exceeds \(maxBodyBytes) bytes")) }
     }
 
     func upstreamEnd() {
         guard !done, let head else { return }
         done = true
-        promise.succeed(Answer(status: Int(head.status.code), headers: head.headers, body: body))
+        promise.succeed(Contents(status: Int(head.status.code), headers: head.headers, body: body))
     }
 
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) { fail(error) }

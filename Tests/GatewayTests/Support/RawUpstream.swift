@@ -9,7 +9,7 @@ import NIOPosix
 final class RawUpstream: @unchecked Sendable {
     struct Answer: Sendable {
         var bytes: [UInt8]
-        /// Close the connection after the answer.
+        /// Close the connection after the response.
         var close = false
         init(_ text: String, close: Bool = false) {
             bytes = Array(text.utf8)

@@ -30,7 +30,7 @@ extension ProxyHandler {
                 let route = match?.route.config.name
                 match = nil
                 let timeout = shared.config.limits.idleTimeout
-                return answer(.bodyTimeout(timeout, route: route), to: head, close: true)
+                return respond(.bodyTimeout(timeout, route: route), to: head, close: true)
             }
             // No request in flight: the client sent no (complete) head in time.
             client.close()
@@ -44,20 +44,20 @@ extension ProxyHandler {
             record(status: log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
             client.close()
         } else {
-            answer(.deadline(upstream: call.route.upstream.name, route: call.route.config.name), to: call.requestHead, requestID: call.requestID)
+            respond(.deadline(upstream: call.route.upstream.name, route: call.route.config.name), to: call.requestHead, requestID: call.requestID)
         }
     }
 
-    func answer(_ problem: Problem, to head: HTTPRequestHead, requestID: String? = nil, close: Bool = false) {
+    func respond(_ problem: Problem, to head: HTTPRequestHead, requestID: String? = nil, close: Bool = false) {
         log.route = problem.route ?? log.route
         var headers: HeaderList = ["Content-Type": Problem.contentType]
         if let requestID { headers.add("X-Request-Id", requestID) }
         // The gateway answers as an origin server here, which sends its clock (RFC 9110 section 6.6.1).
         headers.add("Date", HTTPDate.format(HTTPDate.now()))
-        answer(status: problem.status, headers: headers, body: problem.json, to: head, close: close)
+        respond(status: problem.status, headers: headers, body: problem.json, to: head, close: close)
     }
 
-    func answer(status: Int, headers: HeaderList, body: [UInt8], to head: HTTPRequestHead, close: Bool = false) {
+    func respond(status: Int, headers: HeaderList, body: [UInt8], to head: HTTPRequestHead, close: Bool = false) {
         var nioHeaders = headers.httpHeaders
         nioHeaders.replaceOrAdd(name: "Content-Length", value: String(body.count))
         let keepAlive = head.keepsAlive && !close && !exchange.quiescing
