@@ -32,6 +32,11 @@ extension ProxyHandler {
         applyCredentials()
         guard let call else { return }
         let pool = shared.pools.pool(for: client.eventLoop)
+        // An idle pooled connection is used at once: no waiter closure to allocate.
+        if let connection = pool.takeIdle(call.route.upstream.name) {
+            if !connectionReady(connection, token) { connection.giveBack() }
+            return
+        }
         let acquisition = pool.acquire(call.route.upstream) { [self] result in
             switch result {
             case .success(let connection):
