@@ -302,9 +302,12 @@ public actor GatewayServer: Service {
                                  keepalive: .init(pingInterval: idleTime, ackTimeout: min(idleTime, .seconds(20)))))
         // Frames, not child channels: HTTP2StreamsHandler serves streams inline.
         // Rapid reset is counted by HTTP2StreamsHandler (ResetRateLimit), whose
-        // GOAWAY names the last stream processed; swift-nio-http2's would name 0.
+        // GOAWAY names the last stream processed; swift-nio-http2's would name 0,
+        // so its own limit is set past ours. (Not .max: it sizes a buffer by it,
+        // which AddressSanitizer caught overflowing.)
         var streams = NIOHTTP2Handler.StreamConfiguration()
-        streams.streamResetFrameRateLimit.maximumCount = .max
+        streams.streamResetFrameRateLimit.maximumCount = 2 * ResetRateLimit.limit
+        streams.streamResetFrameRateLimit.windowLength = ResetRateLimit.window
         try pipeline.addHandler(NIOHTTP2Handler(mode: .server, frameDelegate: CloseAfterErrorGoAway(channel: channel),
                                                 connectionConfiguration: connection, streamConfiguration: streams))
         try pipeline.addHandler(HTTP2StreamsHandler(slot: slot))
