@@ -171,4 +171,25 @@ import Testing
         #expect(issued.withLockedValue { $0 } == 1)
         #expect(app.requests.count == 3)  // 401, the retry with tok-1, then tok-1 at once
     }
+
+    @Test func aFailedTryTellsTheClientLittleAndTheLogEverything() async throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("gatewayd-reason-\(getpid()).yaml")
+        try """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {down: {url: "http://127.0.0.1:1"}}
+            routes: [{name: down, upstream: down}]
+            """.write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        let body = try curl(["-s", "http://127.0.0.1:\(gateway.port)/x"]).text
+        #expect(body.contains(#""detail":"upstream down: could not connect""#), "\(body)")
+        #expect(!body.contains("127.0.0.1") && !body.contains("errno"))
+        var line: Substring?
+        for _ in 0..<100 where line == nil {
+            line = gateway.log.split(separator: "\n").first { $0.contains("outcome=gateway") }
+            if line == nil { usleep(20_000) }
+        }
+        #expect(line?.contains("reason=connect-failure: 127.0.0.1:1") == true, "\(line ?? "no access line")")
+    }
 }

@@ -44,10 +44,12 @@ extension Problem {
                 detail: "no complete response from upstream \(upstream) within the route's timeout", route: route)
     }
 
-    /// A try failed in transport: `upstream-<kind>`; a timed-out one is a gateway timeout, as nginx and Envoy answer it.
+    /// A try failed in transport: `upstream-<kind>`; a timed-out one is a
+    /// gateway timeout, as nginx and Envoy answer it. The client gets a short
+    /// stable detail; the full reason (addresses, errno) goes to the access log only.
     static func upstreamFailed(_ error: UpstreamError, upstream: String, route: String) -> Problem {
         Problem(status: error.kind == .timeout ? 504 : 502, code: "upstream-\(error.name)", title: "Upstream failed",
-                detail: "upstream \(upstream): \(error.detail)", route: route)
+                detail: "upstream \(upstream): \(error.summary)", route: route)
     }
 
     static func validatorFailed(_ validator: String, upstream: String, status: Int?, route: String) -> Problem {

@@ -147,6 +147,7 @@ extension ProxyHandler {
 
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) {
         guard let call else { return }
+        log.reason = error.description
         call.connection = nil
         if drained() { return }
         if progress != .responseStarted {

@@ -15,6 +15,8 @@ struct AccessLog: Sendable {
         var requestID = "-"
         var upstreamStatus: Int?
         var bytes = 0
+        /// Why the last try failed, in full (never shown to the client).
+        var reason: String?
     }
 
     func record(_ entry: Entry, status: Int, outcome: String) {
@@ -29,7 +31,7 @@ struct AccessLog: Sendable {
             "duration_ms": .string(String(format3((NIODeadline.now() - entry.start).nanoseconds))),
             "request_id": .string(entry.requestID),
             "outcome": .string(outcome),
-        ])
+        ].merging(entry.reason.map { ["reason": .string($0)] } ?? [:]) { old, _ in old })
     }
 
     /// Milliseconds with three decimals, without Foundation formatting.

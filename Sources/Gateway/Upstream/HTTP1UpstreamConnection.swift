@@ -114,7 +114,8 @@ final class HTTP1UpstreamHandler: UpstreamConnectionHandler {
             while let part = try connection.decoder.next(&received) { connection.received(part) }
         } catch {
             received = ByteBuffer()
-            connection.failed(.reset("upstream \(connection.upstream) sent a malformed response: \(error)"), responseArrived: true)
+            connection.failed(.reset("upstream \(connection.upstream) sent a malformed response: \(error)",
+                                     summary: "it sent a malformed response"), responseArrived: true)
         }
         if received.readableBytes == 0 { received = ByteBuffer() }
     }

@@ -89,7 +89,8 @@ extension UpstreamConnection {
         case .head(let head):
             // The request asked for no upgrade (Upgrade is hop-by-hop): a tunnel is not forwarded.
             if head.status.code == 101 {
-                return failed(.reset("upstream \(upstream) switched protocols, which is not forwarded"), responseArrived: true)
+                return failed(.reset("upstream \(upstream) answered 101", summary: "it switched protocols, which is not forwarded"),
+                              responseArrived: true)
             }
             // 1xx interim responses are not forwarded; the final response follows.
             if head.status.code < 200 { return }

@@ -1,4 +1,5 @@
-/// Why an upstream try failed: a kind, and a detail for the log only.
+/// Why an upstream try failed: a kind, a short `summary` a client may read,
+/// and a `detail` (addresses, errno) for the log only.
 public struct UpstreamError: Error, Sendable, Hashable, CustomStringConvertible {
     /// One set of names for config (`retry.on`), retry decisions, log
     /// outcomes, metric labels and problem types (`upstream-<kind>`).
@@ -13,11 +14,25 @@ public struct UpstreamError: Error, Sendable, Hashable, CustomStringConvertible 
 
     public let kind: Kind
     public let detail: String
+    public let summary: String
     /// The kind's label.
     public var name: String { kind.rawValue }
 
+    public init(kind: Kind, detail: String, summary: String? = nil) {
+        self.kind = kind
+        self.detail = detail
+        let byKind = switch kind {
+        case .connectFailure: "could not connect"
+        case .reset: "the connection closed before a complete response"
+        case .timeout: "no response in time"
+        case .refusedStream: "the stream was refused"
+        case .unsupported: "not reachable over a connection"
+        }
+        self.summary = summary ?? byKind
+    }
+
     public static func connectFailure(_ detail: String) -> UpstreamError { .init(kind: .connectFailure, detail: detail) }
-    public static func reset(_ detail: String) -> UpstreamError { .init(kind: .reset, detail: detail) }
+    public static func reset(_ detail: String, summary: String? = nil) -> UpstreamError { .init(kind: .reset, detail: detail, summary: summary) }
     public static func timeout(_ detail: String) -> UpstreamError { .init(kind: .timeout, detail: detail) }
     public static func refusedStream(_ detail: String) -> UpstreamError { .init(kind: .refusedStream, detail: detail) }
     public static func unsupported(_ detail: String) -> UpstreamError { .init(kind: .unsupported, detail: detail) }
