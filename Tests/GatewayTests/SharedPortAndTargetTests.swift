@@ -59,4 +59,25 @@ import Testing
             #expect(refused.contains("urn:gatewayd:problem:bad-target") || refused.contains("malformed"), "\(foreign)")
         }
     }
+
+    @Test func aWrongMethodGets405WithAllowAndEveryGatewayResponseARequestID() async throws {
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            routes:
+              - {name: orders, match: {methods: [POST, PUT], path: /orders}, upstream: echo}
+              - {name: status, match: {methods: [GET], prefix: /orders}, upstream: echo}
+            """)
+        defer { Task { await gateway.stop() } }
+        let wrong = try curl(["-s", "-i", "-X", "DELETE", "\(gateway.base)/orders"]).text
+        #expect(wrong.hasPrefix("HTTP/1.1 405 Method Not Allowed\r\n"), "\(wrong)")
+        #expect(wrong.contains("Allow: POST, PUT, GET\r\n") && wrong.contains("urn:gatewayd:problem:method-not-allowed"))
+        let unknown = try curl(["-s", "-i", "\(gateway.base)/nowhere"]).text
+        #expect(unknown.hasPrefix("HTTP/1.1 404 Not Found\r\n") && !unknown.contains("Allow:"))
+        for response in [wrong, unknown, try rawExchange(port: gateway.port, Array("GET http://elsewhere/ HTTP/1.1\r\nHost: a\r\n\r\n".utf8))] {
+            let id = response.split(separator: "\r\n").first { $0.hasPrefix("X-Request-Id: ") }?.dropFirst(14)
+            #expect(id?.count == 32, "\(response)")
+        }
+        // A client's own id is kept.
+        #expect(try curl(["-s", "-i", "-H", "X-Request-Id: mine-1", "\(gateway.base)/nowhere"]).text.contains("X-Request-Id: mine-1\r\n"))
+    }
 }

@@ -93,6 +93,8 @@ extension Problem {
         switch status {
         case 400: "Bad Request"
         case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
         case 413: "Content Too Large"
         case 415: "Unsupported Media Type"
         case 431: "Request Header Fields Too Large"

@@ -48,12 +48,16 @@ extension ProxyHandler {
         }
     }
 
-    func respond(_ problem: Problem, to head: HTTPRequestHead, requestID: String? = nil, close: Bool = false) {
+    func respond(_ problem: Problem, to head: HTTPRequestHead, requestID: String? = nil, extraHeaders: HeaderList = [:],
+                 close: Bool = false) {
         log.route = problem.route ?? log.route
-        var headers: HeaderList = ["Content-Type": Problem.contentType]
-        if let requestID { headers.add("X-Request-Id", requestID) }
-        // The gateway answers as an origin server here, which sends its clock (RFC 9110 section 6.6.1).
-        headers.add("Date", HTTPDate.format(HTTPDate.now()))
+        // Every response the gateway makes carries a request id (the client's, or a new one), logged with it.
+        let requestID = requestID ?? ClientInfo.requestID(from: HeaderList(head.headers), random: &random)
+        log.requestID = requestID
+        var headers: HeaderList = ["Content-Type": Problem.contentType, "X-Request-Id": requestID,
+                                   // The gateway answers as an origin server here, which sends its clock (RFC 9110 section 6.6.1).
+                                   "Date": HTTPDate.format(HTTPDate.now())]
+        for field in extraHeaders { headers.add(field.name, field.value) }
         respond(status: problem.status, headers: headers, body: problem.json, to: head, close: close)
     }
 

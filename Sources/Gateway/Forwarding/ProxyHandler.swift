@@ -195,6 +195,11 @@ final class ProxyHandler: UpstreamResponseDelegate {
         let length: Int? = if case .length(let length) = framing { length } else { nil }
         guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
             // An unread body would have to be drained first; closing is simpler and safe.
+            let allowed = shared.router.allowedMethods(path: path, host: headers["Host"], headers: headers)
+            guard allowed.isEmpty else {
+                return respond(.methodNotAllowed("\(head.method.rawValue) \(path): this path takes \(allowed.joined(separator: ", "))"),
+                               to: head, extraHeaders: ["Allow": allowed.joined(separator: ", ")], close: hasBody)
+            }
             return respond(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
         }
         log.route = match.route.config.name

@@ -65,22 +65,37 @@ public struct Router: Sendable {
         state.keep(only: routes)
     }
 
-    /// `path` is the raw request path (no query).
+    /// `path` is the request path (no query).
     public func match(method: String, path: String, host: String?, headers: HeaderList) -> Match? {
         for (index, route) in routes.enumerated() {
             let m = route.config.match
             if let methods = m.methods, !methods.contains(method) { continue }
-            if let expected = m.host, !Self.hostMatches(expected, host) { continue }
-            if !m.headers.allSatisfy({ field in headers.values(field.name).contains(field.value) }) { continue }
-            switch m.path {
-            case .any: return Match(route: route, index: index, captures: [])
-            case .exact(let exact): if path == exact { return Match(route: route, index: index, captures: []) }
-            case .prefix(let prefix): if path.hasPrefix(prefix) { return Match(route: route, index: index, captures: []) }
-            case .pattern(let pattern):
-                if let captures = Self.captures(of: pattern, in: path) { return Match(route: route, index: index, captures: captures) }
-            }
+            if let match = match(route, index: index, path: path, host: host, headers: headers) { return match }
         }
         return nil
+    }
+
+    /// When no route matched: the methods of the routes that match all but
+    /// the method, for a 405's `Allow` (empty: a 404).
+    public func allowedMethods(path: String, host: String?, headers: HeaderList) -> [String] {
+        var allowed: [String] = []
+        for (index, route) in routes.enumerated() where match(route, index: index, path: path, host: host, headers: headers) != nil {
+            for method in route.config.match.methods ?? [] where !allowed.contains(method) { allowed.append(method) }
+        }
+        return allowed
+    }
+
+    private func match(_ route: Route, index: Int, path: String, host: String?, headers: HeaderList) -> Match? {
+        let m = route.config.match
+        if let expected = m.host, !Self.hostMatches(expected, host) { return nil }
+        if !m.headers.allSatisfy({ field in headers.values(field.name).contains(field.value) }) { return nil }
+        switch m.path {
+        case .any: return Match(route: route, index: index, captures: [])
+        case .exact(let exact): return path == exact ? Match(route: route, index: index, captures: []) : nil
+        case .prefix(let prefix): return path.hasPrefix(prefix) ? Match(route: route, index: index, captures: []) : nil
+        case .pattern(let pattern):
+            return Self.captures(of: pattern, in: path).map { Match(route: route, index: index, captures: $0) }
+        }
     }
 
     static func captures(of pattern: PathPattern, in path: String) -> [(name: String, value: String)]? {
