@@ -26,6 +26,22 @@ import Testing
         #expect(!loaded.config.listeners.isEmpty)
     }
 
+    @Test(arguments: configFiles)
+    func checksWithNothingInTheEnvironment(file: String) throws {
+        _ = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/\(file)").path, environment: [:])
+    }
+
+    @Test func anEnvironmentDefaultAppliesWhenTheVariableIsUnsetOrEmpty() throws {
+        let yaml = """
+            listeners: [{address: 127.0.0.1:0}]
+            routes: [{name: r, upstream: echo, headers: {set: {X-Key: "${env:KEY:-fallback}"}}}]
+            """
+        for (environment, expected) in [([:], "fallback"), (["KEY": ""], "fallback"), (["KEY": "given"], "given")] {
+            let config = try ConfigLoader.load(yaml: yaml, environment: environment).config
+            #expect(config.routes[0].headers.set.first?.value == expected)
+        }
+    }
+
     @Test func eachBodyLimitAndThePoolIdleTimeoutAreTheirOwnKeys() throws {
         let config = try ConfigLoader.load(yaml: """
             listeners: [{address: 127.0.0.1:0}]

@@ -159,8 +159,10 @@ final class ConfigReader {
 
     // MARK: Interpolation
 
-    /// `${env:NAME}` and `${file:PATH}` (relative to the config's folder, one
-    /// trailing newline dropped); `$${` writes a literal `${`.
+    /// `${env:NAME}`, `${env:NAME:-default}` (as shells and Docker Compose
+    /// write it: the default when NAME is unset or empty) and `${file:PATH}`
+    /// (relative to the config's folder, one trailing newline dropped);
+    /// `$${` writes a literal `${`.
     func interpolate(_ text: String, _ node: Node, _ path: String) -> String? {
         guard text.contains("${") else { return text }
         var result = ""
@@ -187,9 +189,14 @@ final class ConfigReader {
 
     private func resolve(_ reference: Substring, _ node: Node, _ path: String) -> String? {
         if reference.hasPrefix("env:") {
-            let name = String(reference.dropFirst(4))
+            let spec = reference.dropFirst(4)
+            if let dash = spec.range(of: ":-") {
+                let value = environment[String(spec[..<dash.lowerBound])] ?? ""
+                return value.isEmpty ? String(spec[dash.upperBound...]) : value
+            }
+            let name = String(spec)
             guard let value = environment[name] else {
-                report(node, path, "environment variable \(name) is not set")
+                report(node, path, "environment variable \(name) is not set (write ${env:\(name):-default} for a default)")
                 return nil
             }
             return value
