@@ -9,6 +9,7 @@ struct CheckCommand: ParsableCommand {
 
     func run() throws {
         let loaded = try options.load()
+        for warning in loaded.warnings { print("warning: \(warning)") }
         let c = loaded.config
         func count(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
         print("\(options.config): OK (\(count(c.listeners.count, "listener")), \(count(c.routes.count, "route")), \(count(c.upstreams.count, "upstream")) + echo)")

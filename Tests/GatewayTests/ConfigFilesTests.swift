@@ -42,6 +42,28 @@ import Testing
         }
     }
 
+    @Test func checkWarnsWhenAValidatorDecidesARetryStatusFirst() throws {
+        let yaml = { (order: String) in """
+            listeners: [{address: 127.0.0.1:0}]
+            routes:
+              - name: r
+                upstream: echo
+                retry: {attempts: 2, on: [503, 500-599]}
+                validate: \(order)
+            """
+        }
+        let failsFirst = try ConfigLoader.load(yaml: yaml("[{status: 200-299, else: fail}]"), file: "t.yaml")
+        #expect(failsFirst.warnings.map(\.description) == [
+            "t.yaml:5:12: routes[0].retry.on: 503 is never retried: routes[0].validate[0] (status 200-299) decides it first; put that status in its range, or the retry before it",
+            "t.yaml:5:12: routes[0].retry.on: 500 is never retried: routes[0].validate[0] (status 200-299) decides it first; put that status in its range, or the retry before it",
+        ])
+        let retriesFirst = try ConfigLoader.load(yaml: yaml("[{status: 500-599, then: retry}, {status: 200-299, else: fail}]"))
+        #expect(retriesFirst.warnings.isEmpty)
+        for file in Self.configFiles {
+            #expect(try ConfigLoader.load(file: Self.root.appendingPathComponent("config/\(file)").path).warnings.isEmpty, "\(file)")
+        }
+    }
+
     @Test func eachBodyLimitAndThePoolIdleTimeoutAreTheirOwnKeys() throws {
         let config = try ConfigLoader.load(yaml: """
             listeners: [{address: 127.0.0.1:0}]
@@ -77,11 +99,12 @@ import Testing
             file: Self.root.appendingPathComponent("config/examples/retries.yaml").path, environment: Self.environment).config
         let flaky = config.routes[0]
         #expect(flaky.retry?.attempts == 3)
-        #expect(flaky.retry?.on == RetryPolicy.defaultConditions + [.status(502...502), .status(503...503), .status(504...504)])
+        #expect(flaky.retry?.on == RetryPolicy.defaultConditions)
         #expect(flaky.retry?.backoff == .init(strategy: .exponential, base: .milliseconds(25), max: .seconds(1), jitter: true))
         #expect(flaky.retry?.budget == .init(ratio: 0.2, window: .seconds(10), minRetries: 3))
         #expect(flaky.timeout == .seconds(5))
-        #expect(flaky.validate.map(\.otherwise) == [.fail, .retry, .pass])
+        #expect(flaky.validate.map(\.then) == [.retry, .next, .next, .next])
+        #expect(flaky.validate.map(\.otherwise) == [.next, .fail, .retry, .pass])
         guard case .refresh(let refresh) = config.routes[1].validate[0].then else {
             Issue.record("expected a refresh action")
             return

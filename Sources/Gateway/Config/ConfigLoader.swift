@@ -30,7 +30,7 @@ public enum ConfigLoader {
         let reader = ConfigReader(file: file, environment: environment)
         let config = reader.readConfig(root)
         guard reader.issues.isEmpty, let config else { throw ConfigError(issues: reader.issues) }
-        return LoadedConfig(config: config, file: file, source: yaml, secrets: reader.secrets)
+        return LoadedConfig(config: config, file: file, source: yaml, secrets: reader.secrets, warnings: reader.warnings)
     }
 
     /// YAML 1.2 core schema: only `true`/`false` are booleans (no `yes`/`no`/`on`),
@@ -60,6 +60,8 @@ public struct LoadedConfig: Sendable {
     public var source: String
     /// Interpolated values, to be redacted wherever config is shown.
     public var secrets: [String]
+    /// What loads but is probably not what was meant (`check` prints them).
+    public var warnings: [ConfigIssue] = []
 
     /// The config as loaded, for showing: `${...}` interpolations stay
     /// unresolved, and any secret value that also appears literally is

@@ -30,14 +30,43 @@ extension ConfigReader {
         if let n = fields.take("response_headers") { route.responseHeaders = readHeaderRules(n, fields.path("response_headers")) }
         if let n = fields.take("keep_host"), let v = bool(n, fields.path("keep_host")) { route.keepHost = v }
         if let n = fields.take("timeout") { route.timeout = duration(n, fields.path("timeout")) }
-        if let n = fields.take("retry") { route.retry = readRetry(n, fields.path("retry"), route: route) }
+        let retryNode = fields.take("retry")
+        if let n = retryNode { route.retry = readRetry(n, fields.path("retry"), route: route) }
         if let n = fields.take("validate"), let items = sequence(n, fields.path("validate")) {
             route.validate = items.enumerated().compactMap { readValidator($1, fields.path("validate") + "[\($0)]", config: config) }
+        }
+        if let retry = route.retry {
+            for (status, validator) in Self.statusesDecidedFirst(retry: retry, validate: route.validate) {
+                warn(retryNode, fields.path("retry.on"),
+                     "\(status) is never retried: \(validator.label) decides it first; put that status in its range, or the retry before it")
+            }
         }
         if let timeout = route.timeout, let perTry = route.retry?.perTryTimeout, perTry > timeout {
             report(node, fields.path("retry.per_try_timeout"), "is longer than the route's timeout (\(DurationParser.format(timeout)))")
         }
         return name == nil || upstream == nil ? nil : route
+    }
+
+    /// The `retry.on` statuses a validator decides before the retry
+    /// conditions are asked (its answer for them is not `next` or `retry`),
+    /// with that validator: one per status range. Only status validators
+    /// are followed; a header or body check may say `next`, so it ends the walk.
+    static func statusesDecidedFirst(retry: RetryPolicy, validate: [ValidatorSpec]) -> [(Int, ValidatorSpec)] {
+        var decided: [(Int, ValidatorSpec)] = []
+        for case .status(let range) in retry.on {
+            for status in range {
+                for validator in validate {
+                    guard case .status(let ranges) = validator.check else { break }
+                    let action = ranges.contains { $0.contains(status) } ? validator.then : validator.otherwise
+                    if case .next = action { continue }
+                    if case .retry = action { break }
+                    decided.append((status, validator))
+                    break
+                }
+                if decided.last?.0 == status { break }
+            }
+        }
+        return decided
     }
 
     func readMatch(_ node: Node, _ path: String) -> RouteMatch {

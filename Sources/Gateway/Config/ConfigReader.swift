@@ -9,6 +9,8 @@ final class ConfigReader {
     let baseDirectory: String
     let environment: [String: String]
     private(set) var issues: [ConfigIssue] = []
+    /// What loads but is probably not what was meant: `check` prints these.
+    private(set) var warnings: [ConfigIssue] = []
     /// Values that came from `${env:...}` or `${file:...}`: never shown.
     private(set) var secrets: [String] = []
     /// Every upstream name the file declares, valid or not, so a route naming
@@ -24,6 +26,10 @@ final class ConfigReader {
 
     func report(_ node: Node?, _ path: String, _ message: String) {
         issues.append(ConfigIssue(file: file, line: node?.mark?.line, column: node?.mark?.column, path: path, message: message))
+    }
+
+    func warn(_ node: Node?, _ path: String, _ message: String) {
+        warnings.append(ConfigIssue(file: file, line: node?.mark?.line, column: node?.mark?.column, path: path, message: message))
     }
 
     // MARK: Structure
