@@ -21,7 +21,7 @@ struct AccessLog: Sendable {
 
     func record(_ entry: Entry, status: Int, outcome: String) {
         guard enabled else { return }
-        logger.info("access", metadata: [
+        var metadata: Logger.Metadata = [
             "route": .string(entry.route),
             "method": .string(entry.method),
             "target": .string(entry.target),
@@ -31,7 +31,10 @@ struct AccessLog: Sendable {
             "duration_ms": .string(String(format3((NIODeadline.now() - entry.start).nanoseconds))),
             "request_id": .string(entry.requestID),
             "outcome": .string(outcome),
-        ].merging(entry.reason.map { ["reason": .string($0)] } ?? [:]) { old, _ in old })
+        ]
+        // Only failed tries have one: no second dictionary per call.
+        if let reason = entry.reason { metadata["reason"] = .string(reason) }
+        logger.info("access", metadata: metadata)
     }
 
     /// Milliseconds with three decimals, without Foundation formatting.
