@@ -192,4 +192,32 @@ import Testing
         }
         #expect(line?.contains("reason=connect-failure: 127.0.0.1:1") == true, "\(line ?? "no access line")")
     }
+
+    @Test func aResponseCutShortIsOneAccessLine() async throws {
+        let upstream = RecordingUpstream { _ in .cutShort(bodyPrefix: Array("partial".utf8), declaredLength: 100) }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("gatewayd-cut-\(getpid()).yaml")
+        try """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes: [{name: app, upstream: app}]
+            """.write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        #expect(try curl(["-s", "http://127.0.0.1:\(gateway.port)/cut"]).status == 18)  // CURLE_PARTIAL_FILE
+        // The gateway closes the client's connection after the cut; the line
+        // for it must not be followed by a second one ("client-gone") for the same call.
+        #expect(try curl(["-s", "http://127.0.0.1:\(gateway.port)/next"]).status == 18)
+        var lines: [Substring] = []
+        for _ in 0..<100 where lines.count < 2 {
+            lines = gateway.log.split(separator: "\n").filter { $0.contains("gatewayd.access") }
+            if lines.count < 2 { usleep(20_000) }
+        }
+        usleep(200_000)
+        lines = gateway.log.split(separator: "\n").filter { $0.contains("gatewayd.access") }
+        #expect(lines.count == 2, "\(lines)")
+        #expect(lines.allSatisfy { $0.contains("outcome=cut-short-reset") }, "\(lines)")
+    }
 }

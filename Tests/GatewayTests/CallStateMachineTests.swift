@@ -5,11 +5,14 @@ import Testing
 /// The call's lifecycle without sockets: every late timer and completion
 /// carries the token of what started it, and is ignored once that has ended.
 @Suite struct CallStateMachineTests {
-    typealias Token = CallStateMachine.Token
+    /// Any clock's instants do: these tests pass time by hand.
+    typealias Machine = CallStateMachine<ContinuousClock.Instant>
+    typealias Token = Machine.Token
+    let t0 = ContinuousClock.now
 
     /// Starts a call with no modifiers and returns its first try's token.
-    func started(_ machine: inout CallStateMachine, perTry: Duration? = .seconds(1)) -> Token {
-        guard case .acquireConnection(let token) = machine.start(runsModifiers: false, perTryTimeout: perTry) else {
+    func started(_ machine: inout Machine, perTry: Duration? = .seconds(1)) -> Token {
+        guard case .acquireConnection(let token) = machine.start(now: t0, timeout: .seconds(60), runsModifiers: false, perTryTimeout: perTry) else {
             Issue.record("a call without modifiers acquires a connection first")
             return Token(call: 0, attempt: 0)
         }
@@ -17,7 +20,7 @@ import Testing
     }
 
     @Test func aPerTryTimerOfTheCallBeforeDoesNothingToTheNext() {
-        var machine = CallStateMachine()
+        var machine = Machine()
         let a = started(&machine)
         do {
             let result = machine.connectionReady(a)
@@ -44,7 +47,7 @@ import Testing
     }
 
     @Test func aTimerAfterItsCallEndedIsIgnored() {
-        var machine = CallStateMachine()
+        var machine = Machine()
         let a = started(&machine)
         _ = machine.connectionReady(a)
         machine.end()
@@ -56,7 +59,7 @@ import Testing
     }
 
     @Test func aTryTimesOutWhileItsHeadIsReadButNotOnceForwarded() {
-        var machine = CallStateMachine()
+        var machine = Machine()
         let a = started(&machine)
         _ = machine.connectionReady(a)
         machine.responseHeadArrived()  // held for a body validator
@@ -73,8 +76,8 @@ import Testing
     }
 
     @Test func aCompletionAfterTheClientWentAwayIsNotUsed() {
-        var machine = CallStateMachine()
-        guard case .runModifiers(let a) = machine.start(runsModifiers: true, perTryTimeout: nil) else {
+        var machine = Machine()
+        guard case .runModifiers(let a) = machine.start(now: t0, timeout: .seconds(60), runsModifiers: true, perTryTimeout: nil) else {
             Issue.record("modifiers run first")
             return
         }
@@ -91,7 +94,7 @@ import Testing
     }
 
     @Test func aConnectionForAnEarlierTryGoesBack() {
-        var machine = CallStateMachine()
+        var machine = Machine()
         let first = started(&machine)
         _ = machine.connectionReady(first)
         guard case .wait(let second, let delay) = machine.retry(after: .milliseconds(300)) else {
@@ -123,7 +126,7 @@ import Testing
     }
 
     @Test func aBackoffOfAnEndedCallStartsNothing() {
-        var machine = CallStateMachine()
+        var machine = Machine()
         let a = started(&machine)
         _ = machine.connectionReady(a)
         guard case .wait(let retry, _) = machine.retry(after: .seconds(1)) else { Issue.record("waits"); return }
@@ -137,7 +140,7 @@ import Testing
     }
 
     @Test func aRefreshCompletesOnlyForItsTry() {
-        var machine = CallStateMachine()
+        var machine = Machine()
         let a = started(&machine)
         _ = machine.connectionReady(a)
         let refresh = machine.refreshStarted()!
@@ -157,7 +160,7 @@ import Testing
     }
 
     @Test func anUnsentRequestIsReplayedOnceAndAStreamedOneNever() {
-        var machine = CallStateMachine()
+        var machine = Machine()
         let a = started(&machine)
         _ = machine.connectionReady(a)
         guard case .acquireConnection(let replay)? = machine.replayUnsent() else { Issue.record("replayed once"); return }
@@ -167,7 +170,7 @@ import Testing
             #expect(result == nil)
         }
         machine.end()
-        guard case .acquireConnection(let streamed) = machine.start(runsModifiers: false, perTryTimeout: nil, replayable: false) else {
+        guard case .acquireConnection(let streamed) = machine.start(now: t0, timeout: .seconds(60), runsModifiers: false, perTryTimeout: nil, replayable: false) else {
             Issue.record("starts")
             return
         }
@@ -179,7 +182,7 @@ import Testing
     }
 
     @Test func aDrainedRefusalRetriesAfterItsDelay() {
-        var machine = CallStateMachine()
+        var machine = Machine()
         let a = started(&machine)
         _ = machine.connectionReady(a)
         machine.responseHeadArrived()
@@ -194,6 +197,38 @@ import Testing
         do {
             let result = machine.drained()
             #expect(result == .ignore)
+        }
+    }
+
+    @Test func theCallsDeadlineIsItsOwn() {
+        var machine = Machine()
+        let a = started(&machine)
+        _ = machine.connectionReady(a)
+        #expect(machine.deadline == t0 + .seconds(60))
+        do {
+            let result = machine.deadlinePassed(now: t0 + .seconds(59))
+            #expect(result == .wake(at: t0 + .seconds(60)))
+        }
+        do {
+            let result = machine.deadlinePassed(now: t0 + .seconds(60))
+            #expect(result == .timeOutCall(forwarded: false))
+        }
+        machine.responseHeadArrived()
+        machine.responseHeadForwarded()
+        do {
+            let result = machine.deadlinePassed(now: t0 + .seconds(61))
+            #expect(result == .timeOutCall(forwarded: true))
+        }
+        machine.end()
+        // A wake-up after the call ended, and one for the next call's earlier start.
+        do {
+            let result = machine.deadlinePassed(now: t0 + .seconds(61))
+            #expect(result == .ignore)
+        }
+        _ = machine.start(now: t0 + .seconds(61), timeout: .seconds(1), runsModifiers: false, perTryTimeout: nil)
+        do {
+            let result = machine.deadlinePassed(now: t0 + .seconds(61.5))
+            #expect(result == .wake(at: t0 + .seconds(62)))
         }
     }
 }

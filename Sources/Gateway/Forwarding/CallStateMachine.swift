@@ -4,8 +4,9 @@
 /// (modifier hooks, a pool wait, a per-try timer, a backoff, a credential
 /// refresh) carries the `Token` current when it started; an event whose
 /// token is no longer current belongs to a call that ended or a try that
-/// moved on, and is ignored by construction.
-struct CallStateMachine: Sendable {
+/// moved on, and is ignored by construction. It owns the call's deadline
+/// (the route's `timeout`), read against whatever clock `Instant` is from.
+struct CallStateMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     /// Who started a timer or a completion: the call, and its try.
     struct Token: Hashable, Sendable {
         let call: UInt64
@@ -45,11 +46,18 @@ struct CallStateMachine: Sendable {
         /// The current try ran out of time: abandon its connection, fail it as `timeout`.
         case timeOutTry
         case wait(Token, Duration)
+        /// The call's deadline is not reached yet: wake again then.
+        case wake(at: Instant)
+        /// The call's deadline passed: it ends as a 504, or cut short when
+        /// its response already went to the client.
+        case timeOutCall(forwarded: Bool)
     }
 
     private(set) var state = State.idle
     private var calls: UInt64 = 0
     private var perTryTimeout: Duration?
+    /// When the call in flight must be over.
+    private(set) var deadline: Instant?
     /// The one replay of a request that never reached the upstream was used.
     private(set) var replayed = false
 
@@ -72,8 +80,10 @@ struct CallStateMachine: Sendable {
 
     /// A new call: its first try starts with the modifiers, or at once.
     /// `replayable`: false when the body streams (no replay of any kind).
-    mutating func start(runsModifiers: Bool, perTryTimeout: Duration?, replayable: Bool = true) -> Action {
+    mutating func start(now: Instant, timeout: Duration, runsModifiers: Bool, perTryTimeout: Duration?,
+                        replayable: Bool = true) -> Action {
         calls &+= 1
+        deadline = now.advanced(by: timeout)
         self.perTryTimeout = perTryTimeout
         replayed = !replayable
         let token = Token(call: calls, attempt: 1)
@@ -174,7 +184,17 @@ struct CallStateMachine: Sendable {
         return retry(after: .zero)
     }
 
+    /// The timer woke: whether the call in flight ran out of time.
+    func deadlinePassed(now: Instant) -> Action {
+        guard state != .idle, let deadline else { return .ignore }
+        guard now >= deadline else { return .wake(at: deadline) }
+        return .timeOutCall(forwarded: responseForwarded)
+    }
+
     /// The call is over (answered, failed, or its client went away): every
     /// token it handed out is stale from now on.
-    mutating func end() { state = .idle }
+    mutating func end() {
+        state = .idle
+        deadline = nil
+    }
 }

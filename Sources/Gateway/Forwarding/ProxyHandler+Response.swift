@@ -28,7 +28,7 @@ extension ProxyHandler {
 
     /// A try starts: an idle pooled connection at once (no future, no
     /// callback), else the pool calls back with the token of this try.
-    func acquire(_ token: CallStateMachine.Token) {
+    func acquire(_ token: CallMachine.Token) {
         applyCredentials()
         guard let call else { return }
         let pool = shared.pools.pool(for: client.eventLoop)
@@ -58,7 +58,7 @@ extension ProxyHandler {
 
     /// Whether the call took the connection (false: its try is over, the
     /// connection goes to someone else).
-    func connectionReady(_ connection: any UpstreamConnection, _ token: CallStateMachine.Token) -> Bool {
+    func connectionReady(_ connection: any UpstreamConnection, _ token: CallMachine.Token) -> Bool {
         guard case .send(_, let perTryTimeout) = machine.connectionReady(token), let call else { return false }
         call.waiter = nil
         call.connection = connection

@@ -4,40 +4,34 @@ import Rewriter
 
 /// The connection's timer and the answers the gateway writes itself.
 extension ProxyHandler {
-    /// Each call only moves `deadline` (header, idle or route timeout); the
-    /// client side's timer wakes this up when it passed, or earlier.
-    func setDeadline(_ duration: Duration) {
-        let deadline = NIODeadline.now() + duration.timeAmount
-        self.deadline = deadline
-        client.wake(at: deadline)
-    }
+    /// The connection's or stream's one timer wakes `deadlinePassed()` then (or earlier).
+    func wake(at instant: LoopInstant) { client.wake(at: instant.deadline) }
 
-    func clearDeadline() { deadline = nil }
-
+    /// The timer woke: the call's deadline first, then the client-side wait.
     func deadlinePassed() {
-        guard let deadline else { return }
-        if deadline > NIODeadline.now() { return client.wake(at: deadline) }
-        self.deadline = nil
-        timerFired()
-    }
-
-    func timerFired() {
-        guard client.isActive else { return }
-        guard let call else {
-            if let head {
-                // A request body that stopped coming (nginx: client_body_timeout).
-                self.head = nil
-                let route = match?.route.config.name
-                match = nil
-                let timeout = shared.config.limits.idleTimeout
-                return respond(.bodyTimeout(timeout, route: route), to: head, close: true)
-            }
+        let now = LoopInstant.now
+        run(machine.deadlinePassed(now: now))
+        switch exchange.timerFired(now: now) {
+        case nil:
+            return
+        case .notYet(let deadline):
+            wake(at: deadline)
+        case .noHead:
             // No request in flight: the client sent no (complete) head in time.
             client.close()
-            return
+        case .bodyStalled:
+            // A request body that stopped coming (nginx: client_body_timeout).
+            guard let head, client.isActive else { return client.close() }
+            self.head = nil
+            let route = match?.route.config.name
+            match = nil
+            respond(.bodyTimeout(shared.config.limits.idleTimeout, route: route), to: head, close: true)
         }
-        let forwarded = machine.responseForwarded
-        endCall()
+    }
+
+    /// The route's `timeout` passed with the call in flight.
+    func callTimedOut(forwarded: Bool) {
+        guard client.isActive, let call = endCall() else { return }
         call.connection?.abandon()
         endStreaming()
         if forwarded {
@@ -76,8 +70,9 @@ extension ProxyHandler {
         finishExchange(keepAlive: keepAlive)
     }
 
-    /// The call is over: its access log line and metrics.
+    /// The exchange is over: its access log line and metrics, once.
     func record(status: Int, outcome: String) {
+        guard exchange.logOnce() else { return }
         shared.accessLog.record(log, status: status, outcome: outcome)
         (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start)
     }

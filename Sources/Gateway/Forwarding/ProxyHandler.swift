@@ -12,12 +12,12 @@ import Rewriter
 /// client only as fast as the upstream takes it. Answers stream back part
 /// by part on a pooled upstream connection of this event loop.
 final class ProxyHandler: UpstreamResponseDelegate {
+    typealias CallMachine = CallStateMachine<LoopInstant>
+
     let slot: ListenerSlot
     /// The listener's context as of this call's request head (a reload
     /// swaps the slot's; a call in flight keeps its own).
     var shared: ListenerContext
-    /// HTTP/2 streams end with their call; connection timers are the HTTP/1 side's.
-    let isStream: Bool
     /// Where answers go.
     let client: any ClientSide
 
@@ -32,9 +32,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     /// The call in flight: what it carries. Its lifecycle is `machine`'s.
     var call: Call?
-    var machine = CallStateMachine()
-    /// When the current wait (for a head, between requests, for a response) ends.
-    var deadline: NIODeadline?
+    var machine = CallMachine()
+    /// Where the connection or stream is between requests and responses.
+    var exchange = ExchangeStateMachine<LoopInstant>()
     /// Request ids come from this: no syscall per call or per HTTP/2 stream.
     var random: SplitMix64
     var log = AccessLog.Entry()
@@ -89,10 +89,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
     }
 
-    init(slot: ListenerSlot, isStream: Bool, client: any ClientSide) {
+    init(slot: ListenerSlot, client: any ClientSide) {
         self.slot = slot
         shared = slot.context
-        self.isStream = isStream
         self.client = client
         random = SplitMix64(seed: Self.processSeed ^ NIODeadline.now().uptimeNanoseconds)
         random = SplitMix64(seed: random.next() ^ UInt64(UInt(bitPattern: ObjectIdentifier(self).hashValue)))
@@ -106,38 +105,23 @@ final class ProxyHandler: UpstreamResponseDelegate {
         abandonCall()
         streaming = nil
         head = nil
-        if exchange.responding {
-            exchange.responding = false
-            record(status: 499, outcome: "client-gone")
-        }
+        // Logged unless its line was written (a response cut short closes the connection too).
+        record(status: 499, outcome: "client-gone")
+        exchange.clientGone()
     }
 
     /// The connection is up: a request head must come within header_timeout.
-    func started() { setDeadline(shared.config.limits.headerTimeout) }
+    func started() { wake(at: exchange.connectionStarted(now: .now, headerTimeout: shared.config.limits.headerTimeout)) }
 
-    /// HTTP/1.1 pipelining: the next request is read only once this answer
+    /// HTTP/1.1 pipelining: the next request is read only once this response
     /// has ended (its bytes wait in the connection handler).
-    var acceptsRequestParts: Bool { !exchange.responding || exchange.reading }
-
-    /// Where this connection or stream is between requests and answers.
-    struct Exchange {
-        /// The current request's head arrived and its end has not.
-        var reading = false
-        /// Its answer has not ended yet.
-        var responding = false
-        /// Draining: the response in flight is the last one.
-        var quiescing = false
-    }
-
-    var exchange = Exchange()
+    var acceptsRequestParts: Bool { exchange.acceptsRequestParts }
 
     func process(_ part: HTTPServerRequestPart) {
         switch part {
         case .head(let head):
-            exchange.reading = true
-            exchange.responding = true
+            exchange.requestHead()
             shared = slot.context
-            clearDeadline()
             log = AccessLog.Entry(method: head.method.rawValue, target: head.uri)
             routeMetrics = nil
             received(head)
@@ -145,8 +129,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             if streaming != nil {
                 streamBody(buffer)
             } else if let head {
-                // A body being read must keep coming: idle_timeout at most between parts.
-                setDeadline(shared.config.limits.idleTimeout)
+                wake(at: exchange.bodyExpected(now: .now, idleTimeout: shared.config.limits.idleTimeout))
                 guard body.count + buffer.readableBytes <= shared.config.limits.maxBodyBytes else {
                     // Refused as soon as it is too large (a chunked body): the rest is not read.
                     let route = match?.route.config.name
@@ -158,7 +141,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 body.append(contentsOf: buffer.readableBytesView)
             }
         case .end:
-            exchange.reading = false
+            exchange.requestEnded()
             if streaming != nil {
                 streamEnd()
             } else if let head {
@@ -223,7 +206,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             self.match = match
             requestHeaders = headers
             body.removeAll(keepingCapacity: true)
-            setDeadline(limits.idleTimeout)
+            wake(at: exchange.bodyExpected(now: .now, idleTimeout: limits.idleTimeout))
         }
     }
 
@@ -236,7 +219,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     /// The embedder's hooks run as a task (an async hop, taken only when
     /// there are hooks); their result comes back on this event loop.
-    func runModifiers(_ token: CallStateMachine.Token) {
+    func runModifiers(_ token: CallMachine.Token) {
         guard let call else { return }
         let modifiers = shared.modifiers
         let request = call.request
@@ -271,10 +254,14 @@ final class ProxyHandler: UpstreamResponseDelegate {
     }
 
     /// Performs what the call's state machine decided.
-    func run(_ action: CallStateMachine.Action) {
+    func run(_ action: CallMachine.Action) {
         switch action {
         case .ignore, .returnConnection, .send:
             return
+        case .wake(let deadline):
+            wake(at: deadline)
+        case .timeOutCall(let forwarded):
+            callTimedOut(forwarded: forwarded)
         case .runModifiers(let token):
             runModifiers(token)
         case .acquireConnection(let token):
@@ -293,9 +280,12 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// Starts the call's first try (through the modifiers, when there are any).
     func startCall(_ call: Call) {
         self.call = call
-        setDeadline(call.route.config.timeout ?? Self.defaultTimeout)
-        run(machine.start(runsModifiers: !shared.modifiers.isEmpty, perTryTimeout: call.route.config.retry?.perTryTimeout,
-                          replayable: !call.streams))
+        exchange.callStarted()
+        let action = machine.start(now: .now, timeout: call.route.config.timeout ?? Self.defaultTimeout,
+                                   runsModifiers: !shared.modifiers.isEmpty, perTryTimeout: call.route.config.retry?.perTryTimeout,
+                                   replayable: !call.streams)
+        if let deadline = machine.deadline { wake(at: deadline) }
+        run(action)
     }
 
     /// The call is over: no deadline, no timer, no place in a pool's queue;
@@ -305,7 +295,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
         guard let call else { return nil }
         self.call = nil
         machine.end()
-        clearDeadline()
         call.perTryTimer?.cancel()
         call.backoff?.cancel()
         if let waiter = call.waiter { shared.pools.pool(for: client.eventLoop).cancel(waiter, upstream: call.route.upstream.name) }
@@ -401,20 +390,21 @@ final class ProxyHandler: UpstreamResponseDelegate {
         abandonCall()
         streaming = nil
         head = nil
-        if !exchange.reading {
-            log = AccessLog.Entry()
-            routeMetrics = nil
+        switch exchange.malformed() {
+        case .close:
+            client.close()
+        case .answer(let forCurrentRequest):
+            if !forCurrentRequest {
+                log = AccessLog.Entry()
+                routeMetrics = nil
+            }
+            respond(problem, to: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), close: true)
         }
-        exchange.reading = false
-        respond(problem, to: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), close: true)
     }
 
-    /// The client is gone: no deadline, and the upstream connection of a
-    /// call in flight is in an unknown state, so it is closed.
-    func abandonCall() {
-        clearDeadline()
-        endCall()?.connection?.abandon()
-    }
+    /// The client is gone: the upstream connection of a call in flight is
+    /// in an unknown state, so it is closed.
+    func abandonCall() { endCall()?.connection?.abandon() }
 
     /// The call is over while the client may still be sending its body: keep
     /// reading it (and drop it) so the connection's framing stays intact.
@@ -429,16 +419,13 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// Ends the response; an HTTP/1.1 connection then reads its next request
     /// (within idle_timeout).
     func finishExchange(keepAlive: Bool) {
-        exchange.responding = false
-        guard keepAlive, !exchange.quiescing else { return client.end(close: true) }
-        if !isStream { setDeadline(shared.config.limits.idleTimeout) }
-        client.end(close: false)
+        let idleTimeout = client.carriesOneExchange ? nil : shared.config.limits.idleTimeout
+        let (keepOpen, next) = exchange.responseEnded(keepAlive: keepAlive, now: .now, idleTimeout: idleTimeout)
+        if let next { wake(at: next) }
+        client.end(close: !keepOpen)
     }
 
     /// Graceful stop (drain): the response in flight is the last. Returns
     /// whether the connection is idle, to be closed now.
-    func quiesce() -> Bool {
-        exchange.quiescing = true
-        return !exchange.reading && !exchange.responding
-    }
+    func quiesce() -> Bool { exchange.quiesce() }
 }

@@ -29,4 +29,6 @@ protocol ClientSide: AnyObject {
     /// Calls the proxy's `deadlinePassed()` at `when` or later (a
     /// connection's one LazyTimer serves its calls or streams).
     func wake(at when: NIODeadline)
+    /// An HTTP/2 stream carries one exchange; an HTTP/1.1 connection waits for the next.
+    var carriesOneExchange: Bool { get }
 }

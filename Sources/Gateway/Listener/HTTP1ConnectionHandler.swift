@@ -66,7 +66,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        let proxy = ProxyHandler(slot: slot, isStream: false, client: self)
+        let proxy = ProxyHandler(slot: slot, client: self)
         self.proxy = proxy
         // Added once the protocol is known, the channel is usually active already.
         if context.channel.isActive { proxy.started() }
@@ -166,7 +166,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     /// After the client stopped sending: closes once every request it sent
     /// is answered (bytes left over are a request that can never complete).
     private func closeIfDone() {
-        guard let proxy, let context, !proxy.exchange.responding, !proxy.exchange.reading else { return }
+        guard let proxy, let context, proxy.exchange.isIdle else { return }
         discarding = true
         // Once what was written is out, not before.
         let channel = context.channel
@@ -175,6 +175,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
 
     // MARK: ClientSide
 
+    var carriesOneExchange: Bool { false }
     var isWritable: Bool { context?.channel.isWritable ?? false }
     var isActive: Bool { context?.channel.isActive ?? false }
     lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"

@@ -123,6 +123,7 @@ final class HTTP2StreamClientSide: ClientSide {
     }
 
     func wake(at when: NIODeadline) { connection.wake(at: when) }
+    var carriesOneExchange: Bool { true }
 
     func framing(of head: HTTPRequestHead) -> RequestFraming { requestFraming }
 

@@ -92,7 +92,7 @@ final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHand
                                                endStream: headers.endStream)
             guard stream.bodyArrived(0, endStream: headers.endStream) else { return refuse(frame.streamID, context: context) }
             lastStreamServed = max(lastStreamServed, frame.streamID)
-            let proxy = ProxyHandler(slot: slot, isStream: true, client: stream)
+            let proxy = ProxyHandler(slot: slot, client: stream)
             stream.proxy = proxy
             streams[frame.streamID] = stream
             proxy.shared.metrics.streams.increment()
