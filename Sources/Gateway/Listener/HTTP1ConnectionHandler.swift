@@ -17,16 +17,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     private var proxy: ProxyHandler?
     private var decoder: HTTP1RequestDecoder
     private var received = ByteBuffer()
+    /// A pass over the waiting bytes is under way (a response ending inside it starts none).
     private var parsing = false
-    /// Nothing more is read as requests: after a malformed one, or while
-    /// the connection closes lingering.
-    private var discarding = false
-    /// The client closed its sending side (remote half-closure is allowed):
-    /// the requests it sent are answered, then the connection closes.
-    private var inputClosed = false
-    /// What the call asked for (backpressure) and whether waiting bytes say stop.
-    private var proxyWantsReading = true
-    private var tooMuchWaiting = false
+    private var state = HTTP1ConnectionStateMachine()
     private let readGate = ReadGate()
     private var timer = LazyTimer()
 
@@ -85,22 +78,22 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !discarding else { return }
+        guard state.readsRequests else { return }
         received.cumulate(unwrapInboundIn(data))
         parse()
     }
 
     /// Hands request parts to the call while it takes them.
     private func parse() {
-        guard !parsing, !discarding else { return }
+        guard !parsing, state.readsRequests else { return }
         parsing = true
         defer { parsing = false }
-        while let proxy, proxy.acceptsRequestParts, !discarding {
+        while let proxy, proxy.acceptsRequestParts, state.readsRequests {
             let part: HTTPServerRequestPart?
             do {
                 part = try decoder.next(&received)
             } catch {
-                discarding = true
+                state.malformed()
                 received = ByteBuffer()
                 proxy.malformed(.malformed(error))
                 return
@@ -118,12 +111,8 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
         } else if received.readerIndex > Self.maxWaitingBytes {
             received.discardReadBytes()
         }
-        if inputClosed { closeIfDone() }
-        let waiting = received.readableBytes >= Self.maxWaitingBytes
-        if waiting != tooMuchWaiting {
-            tooMuchWaiting = waiting
-            updateReading()
-        }
+        if proxy?.exchange.isIdle == true { run(state.idleAfterParse()) }
+        if state.waiting(tooMuch: received.readableBytes >= Self.maxWaitingBytes) { updateReading() }
     }
 
     func wake(at when: NIODeadline) { timer.wake(at: when, on: eventLoop, handler: self) }
@@ -154,23 +143,39 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     /// that stops sending gets its answers, then the connection closes.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .inputClosed = event as? ChannelEvent {
-            inputClosed = true
-            // A request cut short can never complete; nor can a lingering close.
-            guard decoder.isIdle, !discarding else { return context.close(promise: nil) }
-            return parse()
+            return run(state.inputEnded(midRequest: !decoder.isIdle))
         }
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
         if proxy?.quiesce() == true { context.close(promise: nil) }
     }
 
-    /// After the client stopped sending: closes once every request it sent
-    /// is answered (bytes left over are a request that can never complete).
-    private func closeIfDone() {
-        guard let proxy, let context, proxy.exchange.isIdle else { return }
-        discarding = true
-        // Once what was written is out, not before.
+    /// Performs what the connection's state machine decided.
+    private func run(_ action: HTTP1ConnectionStateMachine.Action) {
+        guard let context else { return }
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(promise: nil) }
+        switch action {
+        case .none:
+            return
+        case .parse:
+            parse()
+        case .close:
+            context.close(promise: nil)
+        case .closeAfterWrites, .lingerAfterWrites:
+            let linger = action == .lingerAfterWrites
+            if linger {
+                received = ByteBuffer()
+                updateReading()
+            }
+            let last = out ?? ByteBuffer()
+            out = nil
+            let lingerTime = proxy?.lingerTime ?? .seconds(5)
+            // Closed once the last bytes are written, not before.
+            context.writeAndFlush(wrapOutboundOut(last)).whenComplete { _ in
+                guard linger else { return channel.close(promise: nil) }
+                channel.close(mode: .output).whenFailure { _ in channel.close(promise: nil) }
+                channel.eventLoop.scheduleTask(in: lingerTime) { channel.close(promise: nil) }
+            }
+        }
     }
 
     // MARK: ClientSide
@@ -274,37 +279,12 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     }
 
     func end(close: Bool) {
-        guard let context else { return }
         if framing == .chunked { out = outBuffer(); out!.writeStaticString("0\r\n\r\n") }
         let close = close || framing == .untilClose
         framing = .none
-        guard close else {
-            flush()
-            // The next pipelined request, if it is waiting.
-            return parse()
-        }
-        let last = out ?? ByteBuffer()
-        out = nil
-        // The client may still be sending (a refused body): closing with bytes
-        // unread would reset the connection, and the reset can destroy the
-        // answer before the client reads it. So, as nginx does, the gateway
-        // stops sending, drops what still comes, and closes when the client
-        // does or after the call's `lingerTime`.
-        let linger = !inputClosed && (!decoder.isIdle || received.readableBytes > 0)
-        if linger {
-            discarding = true
-            received = ByteBuffer()
-            proxyWantsReading = true
-            tooMuchWaiting = false
-            updateReading()
-        }
-        let channel = context.channel, lingerTime = proxy?.lingerTime ?? .seconds(5)
-        // Closed once the last bytes are written, not before.
-        context.writeAndFlush(wrapOutboundOut(last)).whenComplete { _ in
-            guard linger else { return channel.close(promise: nil) }
-            channel.close(mode: .output).whenFailure { _ in channel.close(promise: nil) }
-            channel.eventLoop.scheduleTask(in: lingerTime) { channel.close(promise: nil) }
-        }
+        // Kept alive: flushed, then the next pipelined request if it waits.
+        if !close { flush() }
+        run(state.responseEnded(close: close, unreadInput: !decoder.isIdle || received.readableBytes > 0))
     }
 
     func close() {
@@ -313,11 +293,10 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     }
 
     func setReading(_ on: Bool) {
-        proxyWantsReading = on
-        updateReading()
+        if state.callWantsInput(on) { updateReading() }
     }
 
-    private func updateReading() { readGate.set(open: proxyWantsReading && !tooMuchWaiting) }
+    private func updateReading() { readGate.set(open: state.readOpen) }
 
     /// Back-pressure: the channel's reads wait while the call or the waiting bytes say stop.
     func read(context: ChannelHandlerContext) { readGate.read(context: context) }
