@@ -44,8 +44,8 @@ import Testing
         let expected = [
             "t.yaml:2:14: listeners[0].address: expected host:port or [v6]:port, found '127.0.0.1:80800'",
             "t.yaml:3:24: listeners[0].protocols[1]: expected one of http1 | h2c | h2, found 'h3'",
-            "t.yaml:4:26: limits.header_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m, found '10'",
-            "t.yaml:4:44: limits.idle_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m, found '1x'",
+            "t.yaml:4:26: limits.header_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '10'",
+            "t.yaml:4:44: limits.idle_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '1x'",
             "t.yaml:4:64: limits.max_body_bytes: expected an integer, found 'many'",
             "t.yaml:6:17: upstreams.legacy.url: expected http://host[:port][/path] or https://..., found 'ftp://x'",
             "t.yaml:6:26: upstreams.legacy.max_conections: unknown key (known here: url, max_connections, connect_timeout, idle_timeout, http2, headers, tls)",
@@ -55,7 +55,7 @@ import Testing
             "t.yaml:13:17: routes[0].rewrite.encoding: expected one of auto | query | json | form | multipart, found 'xml'",
             "t.yaml:15:22: routes[0].rewrite.params.when.type: expected one of int | number | bool | string | timestamp_ms | file, found 'date'",
             "t.yaml:16:12: routes[0].rewrite.params.k: a constant (value) takes no from, default or required",
-            "t.yaml:17:14: routes[0].timeout: expected a duration such as 250ms, 2s, 1m or 1h30m, found 'soon'",
+            "t.yaml:17:14: routes[0].timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found 'soon'",
             "t.yaml:18:23: routes[0].retry.attempts: must be between 1 and 10, found 0",
             "t.yaml:18:46: routes[0].retry.backoff.strategy: expected one of immediate | fixed | exponential | fibonacci, found 'linear'",
             "t.yaml:18:60: routes[0].retry.on[0]: expected connect-failure, reset, timeout, refused-stream, 5xx, a status or a range like 500-504, found 'teapot'",
@@ -93,6 +93,22 @@ import Testing
     func singleProblems(yaml: String, message: String) {
         let found = issues(yaml)
         #expect(found.contains { $0.contains(message) }, "\(found)")
+    }
+
+    /// Found by FuzzConfig: a duration past what the clock holds trapped the
+    /// loader (an Int64 overflow) instead of being an error.
+    @Test func durationsPastAYearAreRefused() {
+        let yaml = """
+            limits: {header_timeout: 1077777777777777777777777777777777s, idle_timeout: 8761h, drain_timeout: 8760h}
+            routes: [{name: a, upstream: echo, timeout: 300000000000000000000000000ms}]
+            """
+        #expect(issues(yaml) == [
+            "t.yaml:1:1: listeners: missing: at least one listener is needed",
+            "t.yaml:1:26: limits.header_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '1077777777777777777777777777777777s'",
+            "t.yaml:1:77: limits.idle_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '8761h'",
+            "t.yaml:2:45: routes[0].timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '300000000000000000000000000ms'",
+        ])
+        #expect(DurationParser.parse("8759h59m60s") == .seconds(365 * 24 * 3600))
     }
 
     @Test func interpolationFromEnvironmentAndEscapes() throws {

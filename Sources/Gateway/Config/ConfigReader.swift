@@ -85,7 +85,7 @@ final class ConfigReader {
 
     func duration(_ node: Node, _ path: String) -> Duration? {
         guard case .scalar(let scalar) = node, let value = DurationParser.parse(scalar.string) else {
-            report(node, path, "expected a duration such as 250ms, 2s, 1m or 1h30m, found \(describe(node))")
+            report(node, path, "expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found \(describe(node))")
             return nil
         }
         return value

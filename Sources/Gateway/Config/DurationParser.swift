@@ -1,6 +1,9 @@
 /// `250ms`, `2s`, `1.5s`, `1m`, `1h30m`, `100us`: one or more number+unit
-/// pairs. A bare number is refused (its unit would be a guess).
+/// pairs. A bare number is refused (its unit would be a guess), and so is
+/// anything longer than `longest` (a timer that far out overflows the clock).
 enum DurationParser {
+    static let longest = Duration.seconds(365 * 24 * 3600)
+
     static func parse(_ text: String) -> Duration? {
         var total = Duration.zero
         var rest = Substring(text)
@@ -21,7 +24,10 @@ enum DurationParser {
             case "h": nanoseconds = 3600e9
             default: return nil
             }
-            total += .nanoseconds(Int64(value * nanoseconds))
+            let part = value * nanoseconds
+            guard part <= Double(longest.nanosecondCount) else { return nil }
+            total += .nanoseconds(Int64(part))
+            guard total <= longest else { return nil }
         }
         return total
     }
