@@ -1,5 +1,5 @@
 // swift-tools-version:6.1
-// Rewriter micro-benchmarks; a package of its own so the test suite never builds it.
+// Micro-benchmarks (Rewriter, header types); a package of its own so the test suite never builds it.
 // Run: swift package benchmark
 import PackageDescription
 
@@ -9,6 +9,8 @@ let package = Package(
     dependencies: [
         .package(name: "gatewayd", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         .executableTarget(
@@ -19,6 +21,17 @@ let package = Package(
             ],
             path: "Benchmarks/RewriterBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        )
+        ),
+        .executableTarget(
+            name: "HeaderBenchmarks",
+            dependencies: [
+                .product(name: "Rewriter", package: "gatewayd"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/HeaderBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ]
 )
