@@ -93,7 +93,7 @@ let package = Package(
 for (name, dependencies) in [
     ("FuzzHTTP1Request", ["Gateway", "NIOCore"]), ("FuzzHTTP1Response", ["Gateway", "NIOCore", "NIOHTTP1"]),
     ("FuzzHeadWriter", ["Gateway", "NIOCore", "Rewriter"]), ("FuzzJSON", ["Rewriter"]), ("FuzzQuery", ["Rewriter"]),
-    ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway", "NIOHPACK", "NIOHTTP1"]),
+    ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway", "NIOHPACK"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,

@@ -3,7 +3,6 @@
 // 0x01; names made ASCII, as NIOHPACK requires of what it decodes).
 // Accepted or refused, never a trap; an accepted one has a path.
 import NIOHPACK
-import NIOHTTP1
 @testable import Gateway
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -15,7 +14,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         let parts = field.split(separator: 0x01, maxSplits: 1, omittingEmptySubsequences: false)
         block.add(name: String(decoding: parts[0].map { $0 & 0x7F }, as: UTF8.self), value: String(decoding: parts.dropFirst().first ?? [], as: UTF8.self))
     }
-    if let head = HTTPRequestHead(http2: block, endStream: flags & 1 == 1) {
+    if let head = RequestHead(http2: block, endStream: flags & 1 == 1) {
         precondition(head.uri.utf8.first != nil, "an accepted request without a path")
         _ = try? HTTP1RequestDecoder.contentLength(head.headers)
     }

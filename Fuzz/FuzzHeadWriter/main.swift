@@ -38,7 +38,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     var decoder = HTTP1RequestDecoder(maxHeadBytes: 1 << 24)
     guard case .head(let head)? = try? decoder.next(&buffer) else { fatalError("a written head did not read back") }
     precondition(head.method.rawValue == method && head.uri == target, "request line changed")
-    var read = HeaderList(head.headers)
+    var read = head.headers
     switch framing {
     case .none: break
     case .streamed: precondition(read.values("Transfer-Encoding") == ["chunked"], "chunked framing lost")

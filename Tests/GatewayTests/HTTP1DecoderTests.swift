@@ -40,7 +40,7 @@ import Testing
         }
     }
 
-    static func fields(_ headers: HTTPHeaders) -> String {
+    static func fields(_ headers: HeaderList) -> String {
         "[" + headers.map { "\($0.name): \($0.value)" }.joined(separator: ", ") + "]"
     }
 
@@ -132,7 +132,7 @@ import Testing
         decoder.expect(method: method)
         var buffer = ByteBuffer()
         var parts: [String] = []
-        func add(_ part: HTTPClientResponsePart) { Self.add(part, to: &parts) { "\($0.status.code) \(fields($0.headers))" } }
+        func add(_ part: ResponsePart) { Self.add(part, to: &parts) { "\($0.status.code) \(fields($0.headers))" } }
         for chunk in chunks {
             buffer.cumulate(ByteBuffer(bytes: chunk))
             while let part = try decoder.next(&buffer) { add(part) }

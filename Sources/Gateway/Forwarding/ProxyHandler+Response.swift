@@ -14,7 +14,7 @@ extension ProxyHandler {
         writeHead(head)
         if !body.isEmpty {
             log.bytes += body.count
-            client.write(.body(.byteBuffer(client.allocator.buffer(bytes: body))))
+            client.write(.body(client.allocator.buffer(bytes: body)))
         }
     }
 
@@ -89,7 +89,7 @@ extension ProxyHandler {
         return true
     }
 
-    func upstreamHead(_ upstreamHead: consuming HTTPResponseHead) {
+    func upstreamHead(_ upstreamHead: consuming ResponseHead) {
         machine.responseHeadArrived()
         if call?.retry != nil, call?.route.validatorsReadBodies == true || shared.validatorsReadBodies {
             call?.heldHead = upstreamHead
@@ -98,20 +98,20 @@ extension ProxyHandler {
         }
         if call?.retry != nil {
             let status = Int(upstreamHead.status.code)
-            if decide(.response(status: status, headers: HeaderList(upstreamHead.headers), body: nil), upstreamStatus: status) { return }
+            if decide(.response(status: status, headers: upstreamHead.headers, body: nil), upstreamStatus: status) { return }
         }
         writeHead(upstreamHead)
     }
 
-    /// The response's head goes to the client, edited in NIO's form (no
-    /// conversion) and in place: handed over, not shared, it is not copied.
-    func writeHead(_ upstreamHead: consuming HTTPResponseHead) {
+    /// The response's head goes to the client, edited in place: handed over,
+    /// not shared, it is not copied.
+    func writeHead(_ upstreamHead: consuming ResponseHead) {
         guard let call else { return }
         var head = upstreamHead
         head.headers.removeHopByHop()
-        head.headers.replaceOrAdd(name: "X-Request-Id", value: call.requestID)
+        head.headers.set("X-Request-Id", call.requestID)
         call.route.config.responseHeaders.apply(to: &head.headers)
-        if !call.keepAlive || exchange.quiescing { head.headers.replaceOrAdd(name: "Connection", value: "close") }
+        if !call.keepAlive || exchange.quiescing { head.headers.set("Connection", "close") }
         machine.responseHeadForwarded()
         call.perTryTimer?.cancel()
         log.upstreamStatus = Int(head.status.code)
@@ -127,14 +127,14 @@ extension ProxyHandler {
         }
         log.bytes += buffer.readableBytes
         // Flushed once per upstream read batch (upstreamReadComplete), not per part.
-        client.write(.body(.byteBuffer(buffer)))
+        client.write(.body(buffer))
         if !client.isWritable { call?.connection?.setReading(false) }
     }
 
     func upstreamEnd() {
         if drained() { return }
         if let held = call?.heldHead, let body = call?.heldBody {
-            let headers = HeaderList(held.headers)
+            let headers = held.headers
             let status = Int(held.status.code)
             if decide(.response(status: status, headers: headers, body: body), upstreamStatus: status, responseComplete: true) { return }
             releaseHeldResponse()

@@ -42,11 +42,11 @@ extension ProxyHandler {
         }
     }
 
-    func respond(_ problem: Problem, to head: HTTPRequestHead, requestID: String? = nil, extraHeaders: HeaderList = [:],
+    func respond(_ problem: Problem, to head: RequestHead, requestID: String? = nil, extraHeaders: HeaderList = [:],
                  close: Bool = false) {
         log.route = problem.route ?? log.route
         // Every response the gateway makes carries a request id (the client's, or a new one), logged with it.
-        let requestID = requestID ?? ClientInfo.requestID(from: HeaderList(head.headers), random: &random)
+        let requestID = requestID ?? ClientInfo.requestID(from: head.headers, random: &random)
         log.requestID = requestID
         var headers: HeaderList = ["Content-Type": Problem.contentType, "X-Request-Id": requestID,
                                    // The gateway answers as an origin server here, which sends its clock (RFC 9110 section 6.6.1).
@@ -55,17 +55,17 @@ extension ProxyHandler {
         respond(status: problem.status, headers: headers, body: problem.json, to: head, close: close)
     }
 
-    func respond(status: Int, headers: HeaderList, body: [UInt8], to head: HTTPRequestHead, close: Bool = false) {
-        var nioHeaders = headers.httpHeaders
-        nioHeaders.replaceOrAdd(name: "Content-Length", value: String(body.count))
+    func respond(status: Int, headers: HeaderList, body: [UInt8], to head: RequestHead, close: Bool = false) {
+        var headers = headers
+        headers.set("Content-Length", String(body.count))
         let keepAlive = head.keepsAlive && !close && !exchange.quiescing
-        if !keepAlive { nioHeaders.replaceOrAdd(name: "Connection", value: "close") }
-        let responseHead = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: nioHeaders)
+        if !keepAlive { headers.set("Connection", "close") }
+        let responseHead = ResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: headers)
         log.bytes = body.count
         record(status: status, outcome: status < 400 ? "ok" : "gateway")
         client.write(.head(responseHead))
         if head.method != .HEAD {
-            client.write(.body(.byteBuffer(client.allocator.buffer(bytes: body))))
+            client.write(.body(client.allocator.buffer(bytes: body)))
         }
         finishExchange(keepAlive: keepAlive)
     }

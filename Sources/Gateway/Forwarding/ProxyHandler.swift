@@ -22,7 +22,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     let client: any ClientSide
 
     /// The request being read.
-    var head: HTTPRequestHead?
+    var head: RequestHead?
     /// Its headers in our form, converted once.
     var requestHeaders = HeaderList()
     var match: Router.Match?
@@ -53,7 +53,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// times per call, and a struct this size would be copied (and its
     /// references retained) at each.
     final class Call {
-        let requestHead: HTTPRequestHead
+        let requestHead: RequestHead
         /// Whether the client keeps the connection, read from its head once.
         let keepAlive: Bool
         /// The body streams upstream as it arrives (not buffered).
@@ -66,7 +66,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         /// the route has neither).
         var retry: RetryState<ContinuousClock>?
         /// A response held back whole because a validator reads its body.
-        var heldHead: HTTPResponseHead?
+        var heldHead: ResponseHead?
         var heldBody: [UInt8] = []
         /// The credential generation each of the route's refreshers gave this try.
         var credentials: [Int] = []
@@ -77,7 +77,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         var perTryTimer: Scheduled<Void>?
         var backoff: Scheduled<Void>?
 
-        init(requestHead: HTTPRequestHead, request: UpstreamRequest, route: Route, requestID: String,
+        init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String,
              retry: RetryState<ContinuousClock>?, streams: Bool) {
             self.requestHead = requestHead
             keepAlive = requestHead.keepsAlive
@@ -117,7 +117,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// has ended (its bytes wait in the connection handler).
     var acceptsRequestParts: Bool { exchange.acceptsRequestParts }
 
-    func process(_ part: HTTPServerRequestPart) {
+    func process(_ part: RequestPart) {
         switch part {
         case .head(let head):
             exchange.requestHead()
@@ -151,7 +151,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
     }
 
-    func received(_ head: consuming HTTPRequestHead) {
+    func received(_ head: consuming RequestHead) {
         let limits = shared.config.limits
         if head.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }) > limits.maxHeaderBytes {
             return respond(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), to: head, close: true)
@@ -163,7 +163,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 return respond(.badTarget, to: head, close: true)
             }
             head.uri = absolute.originForm
-            head.headers.replaceOrAdd(name: "Host", value: String(absolute.authority))
+            head.headers.set("Host", String(absolute.authority))
         }
         let queryStart = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")) ?? head.uri.endIndex
         let normalized = PathNormalization.normalize(head.uri[..<queryStart])
@@ -172,7 +172,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         if normalized.utf8.count != head.uri.utf8.distance(from: head.uri.startIndex, to: queryStart) {
             head.uri = path + head.uri[queryStart...]
         }
-        let headers = HeaderList(head.headers)
+        let headers = head.headers
         let framing = client.framing(of: head)
         let hasBody = framing != .none && framing != .length(0)
         let length: Int? = if case .length(let length) = framing { length } else { nil }
@@ -196,7 +196,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         // The gateway answers `Expect: 100-continue` (as nginx and Envoy do):
         // the client does not wait, and the upstream never sees the expectation.
         if headers.expectsContinue, hasBody, head.version.major > 1 || head.version.minor >= 1 {
-            client.write(.head(HTTPResponseHead(version: head.version, status: .continue)))
+            client.write(.head(ResponseHead(version: head.version, status: .continue, headers: [:])))
             client.flush()
         }
         if streams {
@@ -301,7 +301,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         return call
     }
 
-    func handleBuffered(_ head: HTTPRequestHead) {
+    func handleBuffered(_ head: RequestHead) {
         guard let match else { return }
         self.match = nil
         // Taken, not copied: editing a list still shared would copy it.
@@ -328,7 +328,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     /// The body goes upstream as it arrives: the client's framing (length or
     /// chunked) is kept, and reading pauses whenever the upstream cannot take more.
-    func startStreaming(_ head: HTTPRequestHead, match: Router.Match, headers: HeaderList, framing: RequestFraming) {
+    func startStreaming(_ head: RequestHead, match: Router.Match, headers: HeaderList, framing: RequestFraming) {
         let client = clientInfo(headers)
         let route = match.route
         var request: UpstreamRequest
@@ -398,7 +398,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 log = AccessLog.Entry()
                 routeMetrics = nil
             }
-            respond(problem, to: HTTPRequestHead(version: .http1_1, method: .GET, uri: "/"), close: true)
+            respond(problem, to: RequestHead(method: .GET, uri: "/", version: .http1_1, headers: [:]), close: true)
         }
     }
 

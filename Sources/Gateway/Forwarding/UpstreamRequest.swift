@@ -127,10 +127,35 @@ extension HeaderList {
     /// `Expect: 100-continue`: the client waits for a 100 before its body.
     var expectsContinue: Bool { self["Expect"].map { Self.equalNames($0, "100-continue") } ?? false }
 
+    /// The items of every field named `name`, a comma-separated list
+    /// (RFC 9110 section 5.6.1): whitespace around items and empty items dropped.
+    func listItems(_ name: String) -> [Substring] {
+        var items: [Substring] = []
+        for field in self where Self.equalNames(field.name, name) {
+            for var item in field.value.split(separator: ",") {
+                while let first = item.first, first == " " || first == "\t" { item = item.dropFirst() }
+                while let last = item.last, last == " " || last == "\t" { item = item.dropLast() }
+                if !item.isEmpty { items.append(item) }
+            }
+        }
+        return items
+    }
+
     /// Drops the hop-by-hop headers and every header `Connection` names.
     mutating func removeHopByHop() {
-        guard contains(where: { Self.isHopByHop($0.name) }) else { return }
-        let named = Self.connectionTokens(values("Connection"))
+        // One pass to find what goes (usually just `Connection: keep-alive`):
+        // whether any fixed name is there, and the names a Connection lists (rare).
+        var found = false
+        var named: [Substring] = []
+        for field in self where Self.isHopByHop(field.name) {
+            found = true
+            // `Connection: keep-alive` / `close` (nearly every response) names no header.
+            guard Self.equalNames(field.name, "Connection"), !Self.equalNames(field.value, "keep-alive"),
+                !Self.equalNames(field.value, "close")
+            else { continue }
+            named += Self.connectionTokens(CollectionOfOne(field.value)).filter { $0 != "close" && $0 != "keep-alive" }
+        }
+        guard found else { return }
         removeAll { field in Self.isHopByHop(field.name) || named.contains { Self.equalNames(String($0), field.name) } }
     }
 }

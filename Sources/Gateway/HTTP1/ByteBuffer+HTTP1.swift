@@ -52,15 +52,15 @@ extension ByteBuffer {
     /// says a server sends its own version, whatever the client's. Returns
     /// whether `headers` hold a Content-Length and a Connection field,
     /// noted while measuring them.
-    mutating func writeStatusLine(_ status: HTTPResponseStatus, headers: HTTPHeaders) -> (length: Bool, connection: Bool) {
+    mutating func writeStatusLine(_ status: HTTPResponseStatus, headers: HeaderList) -> (length: Bool, connection: Bool) {
         let code = Int(status.code), reason = status.reasonPhrase
         // "HTTP/1.1 " + 3 digits + " " + reason + "\r\n".
         var size = reason.utf8.count + 15
         var has = (length: false, connection: false)
-        for (name, value) in headers {
-            size += name.utf8.count + value.utf8.count + 4
-            if HeaderList.equalNames(name, "Content-Length") { has.length = true }
-            if HeaderList.equalNames(name, "Connection") { has.connection = true }
+        for field in headers {
+            size += field.name.utf8.count + field.value.utf8.count + 4
+            if HeaderList.equalNames(field.name, "Content-Length") { has.length = true }
+            if HeaderList.equalNames(field.name, "Connection") { has.connection = true }
         }
         writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
             var out = RawWriter(raw)
@@ -71,7 +71,7 @@ extension ByteBuffer {
             out.put(" ")
             out.put(reason)
             out.put("\r\n")
-            for (name, value) in headers { out.putField(name, value) }
+            for field in headers { out.putField(field.name, field.value) }
             return out.at
         }
         return has

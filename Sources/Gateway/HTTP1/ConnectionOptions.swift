@@ -26,11 +26,3 @@ struct ConnectionOptions {
         !close && (keepAlive || (version.major == 1 && version.minor >= 1))
     }
 }
-
-extension HTTPRequestHead {
-    var keepsAlive: Bool {
-        var options = ConnectionOptions()
-        for (name, value) in headers where HeaderList.equalNames(name, "Connection") { options.read(value) }
-        return options.keepsAlive(version: version)
-    }
-}

@@ -124,9 +124,10 @@ struct HTTP1HeadReader {
     }
 
     /// The header fields up to the blank line.
-    static func fields(_ bytes: UnsafeRawBufferPointer, _ lines: inout Lines) throws(HTTP1ParseError) -> (HTTPHeaders, KeyFields) {
-        var fields: [(String, String)] = []
-        fields.reserveCapacity(16)
+    static func fields(_ bytes: UnsafeRawBufferPointer, _ lines: inout Lines) throws(HTTP1ParseError) -> (HeaderList, KeyFields) {
+        var fields: [HeaderList.Field] = []
+        // Room for the forwarding fields the gateway adds: no regrowth per call.
+        fields.reserveCapacity(24)
         var key = KeyFields()
         while let line = try lines.next(), !line.isEmpty {
             let field = try Self.field(bytes, line)
@@ -137,9 +138,9 @@ struct HTTP1HeadReader {
             case 10 where HeaderList.equalNames(field.0, "Connection"): key.connection.read(field.1)
             default: break
             }
-            fields.append(field)
+            fields.append(HeaderList.Field(name: field.0, value: field.1))
         }
-        return (HTTPHeaders(fields), key)
+        return (HeaderList(fields), key)
     }
 
     /// One header field line: `name: value`, optional whitespace around the value.

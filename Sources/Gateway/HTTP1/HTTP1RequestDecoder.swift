@@ -17,10 +17,10 @@ struct HTTP1RequestDecoder {
     /// Between requests: no part of one has been read.
     var isIdle: Bool { body == nil }
 
-    mutating func next(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> HTTPServerRequestPart? {
+    mutating func next(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> RequestPart? {
         if var reader = body {
             body = nil
-            let part: HTTPServerRequestPart? = try reader.next(&buffer)
+            let part: RequestPart? = try reader.next(&buffer)
             if !reader.isDone { body = reader }
             return part
         }
@@ -43,37 +43,37 @@ struct HTTP1RequestDecoder {
         return .head(requestHead)
     }
 
-    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (HTTPRequestHead, HTTP1BodyReader.Framing) {
+    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (RequestHead, HTTP1BodyReader.Framing) {
         var lines = HTTP1HeadReader.Lines(bytes: bytes, bareLF: false)
         guard let first = try lines.next() else { throw .malformed("no request line") }
         let (method, target, version) = try HTTP1HeadReader.requestLine(bytes, first)
         let (headers, fields) = try HTTP1HeadReader.fields(bytes, &lines)
         try Self.checkHost(headers, fields, version: version)
         let framing = try Self.framing(headers, fields, version: version)
-        return (HTTPRequestHead(version: version, method: method, uri: target, headers: headers), framing)
+        return (RequestHead(method: method, uri: target, version: version, headers: headers), framing)
     }
 
     /// RFC 9112 section 3.2: an HTTP/1.1 request has exactly one Host field,
     /// any request at most one, and its value is a host (and port): routing
     /// and the upstream must never read two different ones.
-    static func checkHost(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.KeyFields, version: HTTPVersion) throws(HTTP1ParseError) {
+    static func checkHost(_ headers: HeaderList, _ fields: HTTP1HeadReader.KeyFields, version: HTTPVersion) throws(HTTP1ParseError) {
         guard fields.hosts == 1 else {
             if fields.hosts > 1 { throw .malformed("the request has more than one Host field") }
             if version.minor >= 1 { throw .malformed("the HTTP/1.1 request has no Host field") }
             return
         }
-        let host = headers.first(name: "Host") ?? ""
+        let host = headers["Host"] ?? ""
         guard host.utf8.allSatisfy(\.isHostChar) else { throw .malformed("the Host field is not a host and port") }
     }
 
     /// RFC 9112 section 6.3 for requests, refusing what a lenient parser
     /// would have to guess at.
-    static func framing(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.KeyFields, version: HTTPVersion) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
+    static func framing(_ headers: HeaderList, _ fields: HTTP1HeadReader.KeyFields, version: HTTPVersion) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
         let length = fields.length ? try contentLength(headers) : nil
         guard fields.coding else { return .length(length ?? 0) }
         guard length == nil else { throw .malformed("the request has both Content-Length and Transfer-Encoding") }
         guard version.minor >= 1 else { throw .malformed("Transfer-Encoding in an HTTP/1.0 request") }
-        let codings = headers[canonicalForm: "Transfer-Encoding"]
+        let codings = headers.listItems("Transfer-Encoding")
         for coding in codings where !coding.utf8.elementsEqual("chunked".utf8, by: { $0 | 0x20 == $1 }) {
             throw .unsupportedTransferCoding(String(coding))
         }
@@ -83,10 +83,10 @@ struct HTTP1RequestDecoder {
 
     /// Content-Length, when present: digits only, every copy (and every
     /// item of a list) the same.
-    static func contentLength(_ headers: HTTPHeaders) throws(HTTP1ParseError) -> Int? {
+    static func contentLength(_ headers: HeaderList) throws(HTTP1ParseError) -> Int? {
         var length: Int?
-        for (name, text) in headers where HeaderList.equalNames(name, "Content-Length") {
-            let bytes = text.utf8
+        for field in headers where HeaderList.equalNames(field.name, "Content-Length") {
+            let bytes = field.value.utf8
             var i = bytes.startIndex
             while true {
                 var item = 0, digits = 0

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Rewriter
 
 /// Turns an upstream connection's bytes into response parts for the request
 /// sent last (`expect` says which: a response to HEAD has no body). Lenient
@@ -25,10 +26,10 @@ struct HTTP1ResponseDecoder {
     /// Between answers: no part of one has been read.
     var isIdle: Bool { body == nil }
 
-    mutating func next(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> HTTPClientResponsePart? {
+    mutating func next(_ buffer: inout ByteBuffer) throws(HTTP1ParseError) -> ResponsePart? {
         if var reader = body {
             body = nil
-            let part: HTTPClientResponsePart? = try reader.next(&buffer)
+            let part: ResponsePart? = try reader.next(&buffer)
             if !reader.isDone { body = reader }
             return part
         }
@@ -53,21 +54,21 @@ struct HTTP1ResponseDecoder {
 
     /// The upstream closed the connection: the end of a response read until
     /// close, or a response cut short (thrown).
-    mutating func inputClosed() throws(HTTP1ParseError) -> HTTPClientResponsePart? {
+    mutating func inputClosed() throws(HTTP1ParseError) -> ResponsePart? {
         guard var reader = body else { return nil }
         body = nil
         return try reader.inputClosed() ? .end(nil) : nil
     }
 
-    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (HTTPResponseHead, HTTP1HeadReader.KeyFields) {
+    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (ResponseHead, HTTP1HeadReader.KeyFields) {
         var lines = HTTP1HeadReader.Lines(bytes: bytes, bareLF: true)
         guard let first = try lines.next() else { throw .malformed("no status line") }
         let (version, code) = try HTTP1HeadReader.statusLine(bytes, first)
         let (headers, fields) = try HTTP1HeadReader.fields(bytes, &lines)
-        return (HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), headers: headers), fields)
+        return (ResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), headers: headers), fields)
     }
 
-    private mutating func framing(_ headers: HTTPHeaders, _ fields: HTTP1HeadReader.KeyFields) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
+    private mutating func framing(_ headers: HeaderList, _ fields: HTTP1HeadReader.KeyFields) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
         let length = fields.length ? try HTTP1RequestDecoder.contentLength(headers) : nil
         guard fields.coding else {
             if let length { return .length(length) }
@@ -75,7 +76,7 @@ struct HTTP1ResponseDecoder {
             return .untilClose
         }
         if length != nil { mustClose = true }
-        let last = headers[canonicalForm: "Transfer-Encoding"].last
+        let last = headers.listItems("Transfer-Encoding").last
         if let last, last.utf8.elementsEqual("chunked".utf8, by: { $0 | 0x20 == $1 }) { return .chunked }
         mustClose = true
         return .untilClose

@@ -15,7 +15,7 @@ protocol ClientSide: AnyObject {
     /// The address the client connected to, `host:port` (the authority an
     /// absolute-form target must name to be this gateway's own).
     var localAuthority: String { get }
-    func write(_ part: HTTPServerResponsePart)
+    func write(_ part: ResponsePart)
     func flush()
     /// Ends the response and flushes; `close`: the connection (HTTP/1.1) or
     /// the stream (HTTP/2) ends with it.
@@ -25,7 +25,7 @@ protocol ClientSide: AnyObject {
     /// Pauses or resumes reading the request (backpressure for streamed bodies).
     func setReading(_ on: Bool)
     /// How the body of the request whose head this is, is framed.
-    func framing(of head: HTTPRequestHead) -> RequestFraming
+    func framing(of head: RequestHead) -> RequestFraming
     /// Calls the proxy's `deadlinePassed()` at `when` or later (a
     /// connection's one LazyTimer serves its calls or streams).
     func wake(at when: NIODeadline)

@@ -89,7 +89,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
         parsing = true
         defer { parsing = false }
         while let proxy, proxy.acceptsRequestParts, state.readsRequests {
-            let part: HTTPServerRequestPart?
+            let part: RequestPart?
             do {
                 part = try decoder.next(&received)
             } catch {
@@ -118,8 +118,8 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     func wake(at when: NIODeadline) { timer.wake(at: when, on: eventLoop, handler: self) }
 
     /// The decoder accepted the head's framing fields: chunked, one length, or none.
-    func framing(of head: HTTPRequestHead) -> RequestFraming {
-        if head.headers.contains(name: "Transfer-Encoding") { return .streamed }
+    func framing(of head: RequestHead) -> RequestFraming {
+        if head.headers.contains("Transfer-Encoding") { return .streamed }
         return (try? HTTP1RequestDecoder.contentLength(head.headers)).map { .length($0) } ?? .none
     }
 
@@ -189,20 +189,18 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
         return (host.contains(":") ? "[\(host)]" : host) + ":\(address.port ?? 0)"
     } ?? ""
 
-    func write(_ part: HTTPServerResponsePart) {
+    func write(_ part: ResponsePart) {
         switch part {
         case .head(let head):
             writeHead(head)
-        case .body(.byteBuffer(let buffer)):
+        case .body(let buffer):
             writeBody(buffer)
-        case .body(.fileRegion):
-            preconditionFailure("answers carry no file regions")
         case .end:
             end(close: false)
         }
     }
 
-    private func writeHead(_ head: HTTPResponseHead) {
+    private func writeHead(_ head: ResponseHead) {
         var buffer = outBuffer()
         let (hasLength, hasConnection) = buffer.writeStatusLine(head.status, headers: head.headers)
         let code = head.status.code

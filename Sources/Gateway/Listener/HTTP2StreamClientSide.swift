@@ -60,21 +60,19 @@ final class HTTP2StreamClientSide: ClientSide {
         return remaining >= count && (!endStream || remaining == count)
     }
 
-    func received(_ part: HTTPServerRequestPart, endStream: Bool) {
+    func received(_ part: RequestPart, endStream: Bool) {
         if endStream { requestEnded = true }
         proxy?.process(part)
     }
 
-    func write(_ part: HTTPServerResponsePart) {
+    func write(_ part: ResponsePart) {
         guard open else { return }
         switch part {
         case .head(let head):
             connection.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: HPACKHeaders(response: head)))))
-        case .body(.byteBuffer(let buffer)):
+        case .body(let buffer):
             writeHeldData()
             heldData = buffer
-        case .body(.fileRegion):
-            preconditionFailure("answers carry no file regions")
         case .end:
             end(close: false)
         }
@@ -125,7 +123,7 @@ final class HTTP2StreamClientSide: ClientSide {
     func wake(at when: NIODeadline) { connection.wake(at: when) }
     var carriesOneExchange: Bool { true }
 
-    func framing(of head: HTTPRequestHead) -> RequestFraming { requestFraming }
+    func framing(of head: RequestHead) -> RequestFraming { requestFraming }
 
     func setReading(_ on: Bool) {
         guard reading != on else { return }

@@ -84,7 +84,7 @@ final class HTTP2StreamsHandler: ChannelInboundHandler, NIOScheduledCallbackHand
                 if headers.endStream { stream.received(.end(nil), endStream: true) }
                 return
             }
-            guard let head = HTTPRequestHead(http2: headers.headers, endStream: headers.endStream) else {
+            guard let head = RequestHead(http2: headers.headers, endStream: headers.endStream) else {
                 return refuse(frame.streamID, context: context)
             }
             let stream = HTTP2StreamClientSide(id: frame.streamID, connection: self, context: context,

@@ -2,7 +2,7 @@ import NIOHPACK
 import NIOHTTP1
 import Rewriter
 
-extension HTTPRequestHead {
+extension RequestHead {
     /// The request a client's HTTP/2 header block asks for, in HTTP/1.1 terms,
     /// as swift-nio-http2's HTTP/1 translation makes it: `:authority`
     /// becomes `host` (RFC 9113 §8.3.1: it wins over a Host header). How its
@@ -17,8 +17,9 @@ extension HTTPRequestHead {
     /// missing `:authority` (routing and the upstream could read different ones).
     init?(http2 block: HPACKHeaders, endStream: Bool) {
         var method: String?, path: String?, authority: String?, scheme: String?
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(block.count + 1)
+        var fields: [HeaderList.Field] = []
+        // Room for the host and the forwarding fields the gateway adds.
+        fields.reserveCapacity(block.count + 8)
         var hasLength = false, hosts = 0, regular = false
         var cookies: [String] = []
         for (name, value, _) in block {
@@ -39,24 +40,25 @@ extension HTTPRequestHead {
                 if authority != nil { continue }
                 hosts += 1
             }
-            if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
+            if fields.isEmpty, let authority { fields.append(HeaderList.Field(name: "host", value: authority)) }
             if name == "content-length" { hasLength = true }
             // Split cookie fields are joined into one (RFC 9113 §8.2.3).
             if name == "cookie" {
                 cookies.append(value)
                 continue
             }
-            headers.add(name: name, value: value)
+            fields.append(HeaderList.Field(name: name, value: value))
         }
         guard let method, let path, scheme != nil, hosts <= 1, method != "CONNECT" else { return nil }
         // A host and port only, as HTTP/1.1's Host: no userinfo (`user@host`).
         if let authority, !authority.utf8.allSatisfy(\.isHostChar) { return nil }
-        if !cookies.isEmpty { headers.add(name: "cookie", value: cookies.joined(separator: "; ")) }
+        if !cookies.isEmpty { fields.append(HeaderList.Field(name: "cookie", value: cookies.joined(separator: "; "))) }
+        if fields.isEmpty, let authority { fields.append(HeaderList.Field(name: "host", value: authority)) }
+        let headers = HeaderList(fields)
         // Content-Length is held to the HTTP/1.1 rules (an upstream that reads
         // `+45` its own way would desync); the DATA must then match it.
         if hasLength, (try? HTTP1RequestDecoder.contentLength(headers)) == nil { return nil }
-        if headers.isEmpty, let authority { headers.add(name: "host", value: authority) }
-        self.init(version: HTTPVersion(major: 2, minor: 0), method: HTTPMethod(rawValue: method), uri: path, headers: headers)
+        self.init(method: HTTPMethod(rawValue: method), uri: path, version: HTTPVersion(major: 2, minor: 0), headers: headers)
     }
 }
 
@@ -106,11 +108,12 @@ extension HPACKHeaders {
     /// a response's head as an HTTP/2 header block: `:status` first, names in
     /// lower case, hop-by-hop fields (RFC 9113 §8.2.2's connection-specific
     /// ones among them, such as a `Connection: close` of our own) left out.
-    init(response head: HTTPResponseHead) {
+    init(response head: ResponseHead) {
         self.init()
         reserveCapacity(head.headers.count + 1)
         add(name: ":status", value: String(head.status.code))
-        for (name, value) in head.headers where !HeaderList.isHopByHop(name) {
+        for field in head.headers where !HeaderList.isHopByHop(field.name) {
+            let name = field.name, value = field.value
             let lowercase = name.utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 }) ? name.lowercased() : name
             // A request id is new on every answer: kept out of the HPACK
             // table, it neither evicts what repeats nor costs a table search.

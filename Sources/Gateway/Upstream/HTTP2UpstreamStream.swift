@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
+import Rewriter
 
 /// One stream of a multiplexed HTTP/2 upstream connection: it carries a
 /// single request, written as NIO's request parts, and is never pooled.
@@ -58,7 +59,15 @@ final class UpstreamStreamHandler: UpstreamConnectionHandler {
     init(connection: HTTP2UpstreamStream) { self.connection = connection }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        connection.received(unwrapInboundIn(data))
+        // swift-nio-http2's HTTP/1 codec speaks NIO's head type: converted here, at its edge.
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            connection.received(.head(ResponseHead(version: head.version, status: head.status, headers: HeaderList(head.headers))))
+        case .body(let buffer):
+            connection.received(.body(buffer))
+        case .end(let trailers):
+            connection.received(.end(trailers))
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -5,7 +5,7 @@ import NIOHTTP1
 /// event loop (the downstream call's own loop).
 protocol UpstreamResponseDelegate: AnyObject {
     /// Consumed: the call edits the head it was handed in place.
-    func upstreamHead(_ head: consuming HTTPResponseHead)
+    func upstreamHead(_ head: consuming ResponseHead)
     func upstreamBody(_ buffer: ByteBuffer)
     func upstreamEnd()
     /// `progress`: how far the try got before it failed.
@@ -83,7 +83,7 @@ extension UpstreamConnection {
     var isBusy: Bool { exchange.delegate != nil }
 
     /// A part of the response arrived.
-    func received(_ part: consuming HTTPClientResponsePart) {
+    func received(_ part: consuming ResponsePart) {
         guard let delegate = exchange.delegate else { return }
         switch consume part {
         case .head(let head):

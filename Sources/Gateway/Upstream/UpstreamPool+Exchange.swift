@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Rewriter
 
 extension UpstreamPool {
     /// One whole request and its whole answer, for the gateway's own calls
@@ -34,13 +35,13 @@ extension UpstreamPool {
 final class BufferedResponse: UpstreamResponseDelegate {
     struct Contents: Sendable {
         var status: Int
-        var headers: HTTPHeaders
+        var headers: HeaderList
         var body: [UInt8]
     }
 
     let promise: EventLoopPromise<Contents>
     private let maxBodyBytes: Int
-    private var head: HTTPResponseHead?
+    private var head: ResponseHead?
     private var body: [UInt8] = []
     private var done = false
 
@@ -55,7 +56,7 @@ final class BufferedResponse: UpstreamResponseDelegate {
         promise.fail(error)
     }
 
-    func upstreamHead(_ head: consuming HTTPResponseHead) { self.head = head }
+    func upstreamHead(_ head: consuming ResponseHead) { self.head = head }
 
     func upstreamBody(_ buffer: ByteBuffer) {
         body.append(contentsOf: buffer.readableBytesView)
