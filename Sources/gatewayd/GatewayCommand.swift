@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import Gateway
 
@@ -12,12 +13,37 @@ struct GatewayCommand: AsyncParsableCommand {
     )
 }
 
+extension GatewayCommand {
+    /// A first argument that names no command would otherwise be read as an
+    /// argument of `run`, the default, and refused with run's usage.
+    static func main() async {
+        let names = configuration.subcommands.map { $0._commandName } + ["help"]
+        if let first = CommandLine.arguments.dropFirst().first, !first.hasPrefix("-"), !names.contains(first) {
+            printError("gatewayd: unknown command '\(first)'; the commands are \(names.dropLast().joined(separator: ", ")) (see gatewayd --help)")
+            Foundation.exit(64)  // EX_USAGE
+        }
+        await main(nil)
+    }
+}
+
 struct ConfigOption: ParsableArguments {
-    @Option(name: [.short, .customLong("config")], help: "The config file.")
-    var config = "config/gatewayd.yaml"
+    static let searched = ["config/gatewayd.yaml", "/etc/gatewayd/gatewayd.yaml"]
+
+    @Option(name: [.customShort("c"), .customLong("config")],
+            help: ArgumentHelp("The config file. Default: config/gatewayd.yaml in the working directory, else /etc/gatewayd/gatewayd.yaml.", valueName: "file"))
+    var file: String?
+
+    /// The file given, or the first of the default places that exists.
+    var config: String {
+        file ?? Self.searched.first { FileManager.default.fileExists(atPath: $0) } ?? Self.searched[0]
+    }
 
     /// Loads the config or prints every problem to stderr and exits 1.
     func load() throws -> LoadedConfig {
+        if file == nil, !Self.searched.contains(where: { FileManager.default.fileExists(atPath: $0) }) {
+            printError("no config file: neither \(Self.searched[0]) (in \(FileManager.default.currentDirectoryPath)) nor \(Self.searched[1]) exists; give one with -c FILE")
+            throw ExitCode.failure
+        }
         do {
             return try ConfigLoader.load(file: config)
         } catch {

@@ -16,6 +16,10 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Event loops (threads) serving calls; on a few shared cores one loop may beat two. Default: one per core.")
     var eventLoops: Int?
 
+    func validate() throws {
+        if let eventLoops, eventLoops < 1 { throw ValidationError("--event-loops must be at least 1, found \(eventLoops)") }
+    }
+
     func run() async throws {
         let loaded = try options.load()
         let config = loaded.config
@@ -33,7 +37,7 @@ struct RunCommand: AsyncParsableCommand {
         let factory = PrometheusMetricsFactory(registry: registry)
         MetricsSystem.bootstrap(factory)
 
-        let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: max(1, eventLoops ?? System.coreCount))
+        let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: eventLoops ?? System.coreCount)
         // systemd socket activation: listeners take the sockets bound to their addresses.
         let server = GatewayServer(config: config, group: eventLoopGroup, logger: Logger(label: "gatewayd.access"), metrics: factory,
                                    inheritedSockets: .fromEnvironment(ProcessInfo.processInfo.environment))

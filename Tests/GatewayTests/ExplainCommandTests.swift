@@ -8,11 +8,11 @@ import Testing
         ProcessInfo.processInfo.environment["GATEWAYD_BIN"] ?? root.appendingPathComponent(".build/debug/gatewayd").path
     }
 
-    func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+    func run(_ arguments: [String], in directory: URL = root) throws -> (status: Int32, out: String, err: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = arguments
-        process.currentDirectoryURL = Self.root
+        process.currentDirectoryURL = directory
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
@@ -107,5 +107,38 @@ import Testing
         #expect(bad.err.contains("3 problems found"))
         let version = try run(["--version"])
         #expect(version.out == "0.1.0\n")
+    }
+
+    @Test func commandLineMistakesSayWhatIsWrong() throws {
+        let typo = try run(["chek"])
+        #expect(typo.status == 64)
+        #expect(typo.err == "gatewayd: unknown command 'chek'; the commands are run, check, explain (see gatewayd --help)\n")
+        let loops = try run(["run", "--event-loops", "0"])
+        #expect(loops.status != 0 && loops.err.contains("--event-loops must be at least 1, found 0"))
+        let missing = try run(["check", "-c", "/nonexistent/gatewayd.yaml"])
+        #expect(missing.err.hasPrefix("/nonexistent/gatewayd.yaml: cannot read the file: no such file (working directory \(Self.root.path)"))
+        let elsewhere = try run(["check"], in: FileManager.default.temporaryDirectory)
+        #expect(elsewhere.status == 1)
+        if !FileManager.default.fileExists(atPath: "/etc/gatewayd/gatewayd.yaml") {
+            #expect(elsewhere.err.hasPrefix("no config file: neither config/gatewayd.yaml (in /"), "\(elsewhere.err)")
+            #expect(elsewhere.err.hasSuffix(") nor /etc/gatewayd/gatewayd.yaml exists; give one with -c FILE\n"), "\(elsewhere.err)")
+        }
+
+        // A port another process holds.
+        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(holder) }
+        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: inet_addr("127.0.0.1")), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, length) } }
+        _ = listen(holder, 1)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(holder, $0, &length) } }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("busy-\(getpid()).yaml")
+        try "listeners: [{address: 127.0.0.1:\(port)}]\n".write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let busy = try run(["run", "-c", config.path])
+        #expect(busy.status != 0)
+        #expect(busy.err.contains("127.0.0.1:\(port) is already in use (another process listens there)"), "\(busy.err)")
+        #expect(!busy.err.contains("errno"))
     }
 }

@@ -43,7 +43,7 @@ public final class AdminServer: Sendable {
                 .bind(host: address.host, port: address.port).get()
             return channel.localAddress!
         } catch {
-            throw StartupError(message: "cannot listen on admin address \(address): \(error)")
+            throw StartupError.cannotListen("admin endpoint", on: address, error)
         }
     }
 

@@ -6,8 +6,12 @@ import Yams
 /// file, line and key path, in one `ConfigError`.
 public enum ConfigLoader {
     public static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> LoadedConfig {
-        guard let data = FileManager.default.contents(atPath: file) else {
-            throw ConfigError(issues: [ConfigIssue(file: file, path: "", message: "cannot read the file")])
+        var isDirectory: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory)
+        guard exists, !isDirectory.boolValue, let data = FileManager.default.contents(atPath: file) else {
+            let reason = !exists ? "no such file" : isDirectory.boolValue ? "it is a directory" : "permission denied"
+            let directory = FileManager.default.currentDirectoryPath
+            throw ConfigError(issues: [ConfigIssue(file: file, path: "", message: "cannot read the file: \(reason) (working directory \(directory))")])
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw ConfigError(issues: [ConfigIssue(file: file, path: "", message: "the file is not UTF-8")])

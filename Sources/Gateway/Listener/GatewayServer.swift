@@ -252,7 +252,7 @@ public actor GatewayServer: Service {
                 channel = try await bootstrap.bind(host: listener.address.host, port: listener.address.port).get()
             }
         } catch {
-            throw StartupError(message: "cannot listen on \(listener.address): \(error)")
+            throw StartupError.cannotListen("", on: listener.address, error)
         }
         return BoundListener(slot: slot, channel: channel, quiescing: quiescing)
     }
