@@ -62,7 +62,7 @@ extension ProxyHandler {
         guard case .send(_, let perTryTimeout) = machine.connectionReady(token), let call else { return false }
         call.waiter = nil
         call.connection = connection
-        call.route.metrics.tries.increment()
+        call.route.metrics.tries?.increment()
         call.perTryTimer?.cancel()
         if let perTryTimeout {
             call.perTryTimer = client.eventLoop.assumeIsolated().scheduleTask(in: perTryTimeout.timeAmount) { [self] in

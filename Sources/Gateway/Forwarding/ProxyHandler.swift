@@ -318,6 +318,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
             return respond(error, to: head, requestID: client.requestID)
         }
         if route.isEcho {
+            // The built-in upstream answers in process: still one try of it.
+            route.metrics.tries?.increment()
             var responseHeaders: HeaderList = ["Content-Type": "application/json", "X-Request-Id": client.requestID]
             route.config.responseHeaders.apply(to: &responseHeaders)
             return respond(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)

@@ -17,7 +17,7 @@ public final class GatewayMetrics: Sendable {
         self.factory = factory
         connections = Meter(label: "gatewayd_active_connections", factory: factory)
         streams = Meter(label: "gatewayd_active_streams", factory: factory)
-        unrouted = RouteMetrics(route: "-", upstream: "-", factory: factory)
+        unrouted = RouteMetrics(route: "-", upstream: nil, factory: factory)
         Gauge(label: "gatewayd_build_info", dimensions: [("version", GatewayVersion.current)], factory: factory).record(1)
     }
 
@@ -36,7 +36,8 @@ public final class GatewayMetrics: Sendable {
 final class RouteMetrics: Sendable {
     private let route: String
     private let factory: any MetricsFactory
-    let tries: Counter
+    /// Nil for calls no route matched: they try no upstream.
+    let tries: Counter?
     private let duration: Timer
     /// By method and status class (`2xx`), made on first use.
     private let calls: Mutex<[CallKey: Counter]> = Mutex([:])
@@ -53,10 +54,12 @@ final class RouteMetrics: Sendable {
         var dimensions: [String]
     }
 
-    init(route: String, upstream: String, factory: any MetricsFactory) {
+    init(route: String, upstream: String?, factory: any MetricsFactory) {
         self.route = route
         self.factory = factory
-        tries = Counter(label: "gatewayd_upstream_tries_total", dimensions: [("route", route), ("upstream", upstream)], factory: factory)
+        tries = upstream.map {
+            Counter(label: "gatewayd_upstream_tries_total", dimensions: [("route", route), ("upstream", $0)], factory: factory)
+        }
         duration = Timer(label: "gatewayd_request_duration_seconds", dimensions: [("route", route)], factory: factory)
     }
 
