@@ -8,9 +8,15 @@ struct ExplainCommand: ParsableCommand {
         commandName: "explain",
         abstract: "Print the exact upstream request a call would become, without sending it.",
         discussion: """
-            Like curl, -d sends a body with Content-Type application/x-www-form-urlencoded \
-            unless a -H 'Content-Type: ...' says otherwise. Exits 1 when the gateway would \
-            answer the call itself with an error (printed as the response it would send).
+            The request goes through the daemon's own steps, as if a client at --client \
+            connected to the first listener: the same checks, path normalisation, route, \
+            translation and X-Forwarded-* fields. Its X-Request-Id is generated, as for every \
+            call, unless -H gives one. Like curl, -d sends a body with Content-Type \
+            application/x-www-form-urlencoded unless a -H 'Content-Type: ...' says otherwise. \
+            Exits 1 when the gateway would answer the call itself with an error (printed as \
+            the response it would send).
+
+            Example: gatewayd explain -H 'Content-Type: application/json' -d '{"keywords":"swift"}' POST /search
             """)
 
     @OptionGroup var options: ConfigOption
@@ -20,6 +26,9 @@ struct ExplainCommand: ParsableCommand {
 
     @Option(name: .customShort("d"), help: ArgumentHelp("The request body, or @file to read it.", valueName: "body"))
     var data: String?
+
+    @Option(help: ArgumentHelp("The client's address, as X-Forwarded-For tells the upstream.", valueName: "ip"))
+    var client = "127.0.0.1"
 
     @Argument(help: "The request method, e.g. GET.")
     var method: String
@@ -54,23 +63,19 @@ struct ExplainCommand: ParsableCommand {
                 }
             }
         }
-        if !headerList.contains("Host") { headerList.add("Host", config.listeners.first?.address.description ?? "localhost") }
-
-        let path = String(target.prefix { $0 != "?" })
-        let router = Router(config: config)
-        guard let match = router.match(method: method, path: path, host: headerList["Host"], headers: headerList) else {
-            return try fail(with: .noRoute(method: method, path: path))
-        }
-        let upstream = match.route.upstream
-        let description = upstream.isEcho ? "built-in echo" : upstream.url!.description
-        write("# route \(match.route.config.name) (routes[\(match.index)]) -> upstream \(upstream.name) (\(description))\n")
-        do {
-            let request = try UpstreamRequest.build(
-                method: method, target: target, headers: headerList, body: body, route: match.route.config, upstream: upstream,
-                captures: match.captures)
-            write(request.wireFormat)
-        } catch {
-            try fail(with: error)
+        var random = SystemRandomNumberGenerator()
+        let requestID = ClientInfo.requestID(from: headerList, random: &random)
+        let scheme = config.listeners.first?.tls == nil ? "http" : "https"
+        switch Explanation.explain(method: method, target: target, headers: headerList, body: body, config: config,
+                                   client: ClientInfo(address: client, scheme: scheme, requestID: requestID)) {
+        case .answered(let problem):
+            try fail(with: problem)
+        case .forwarded(let route, let index, let upstream, let description, let request):
+            write("# route \(route) (routes[\(index)]) -> upstream \(upstream) (\(description))\n")
+            if headerList["X-Request-Id"] != requestID {
+                write("# X-Request-Id \(requestID) is generated here; each call gets its own\n")
+            }
+            write(request)
         }
     }
 

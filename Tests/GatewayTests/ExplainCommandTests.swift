@@ -24,13 +24,17 @@ import Testing
     }
 
     @Test func searchFromJSONBody() throws {
-        let result = try run(["explain", "-H", "Content-Type: application/json", "-H", "Cookie: session=1",
+        let result = try run(["explain", "-H", "Content-Type: application/json", "-H", "Cookie: session=1", "-H", "X-Request-Id: req-1",
                               "-d", #"{"keywords":"swift nio","sort":"stars","since":"2024-05-01T00:00:00Z"}"#, "POST", "/search"])
         #expect(result.status == 0)
         #expect(result.out == """
             # route search (routes[0]) -> upstream echo (built-in echo)
             GET /v1/search?q=swift%20nio&sort=stars&order=desc&since=1714521600000&version=2 HTTP/1.1\r
+            X-Request-Id: req-1\r
             Host: echo\r
+            X-Forwarded-For: 127.0.0.1\r
+            X-Forwarded-Proto: http\r
+            X-Forwarded-Host: 127.0.0.1:8080\r
             X-Api-Key: demo-key\r
             \r
 
@@ -38,12 +42,16 @@ import Testing
     }
 
     @Test func formPost() throws {
-        let result = try run(["explain", "-H", "Content-Type: application/json", "-d",
+        let result = try run(["explain", "-H", "Content-Type: application/json", "-H", "X-Request-Id: req-2", "-d",
                               #"{"item":"A-1","qty":"2","gift":true,"tags":["red","xl"]}"#, "POST", "/orders"])
         #expect(result.status == 0)
         #expect(result.out.hasSuffix("""
             POST /legacy/order.php HTTP/1.1\r
+            X-Request-Id: req-2\r
             Host: echo\r
+            X-Forwarded-For: 127.0.0.1\r
+            X-Forwarded-Proto: http\r
+            X-Forwarded-Host: 127.0.0.1:8080\r
             Content-Type: application/x-www-form-urlencoded\r
             Content-Length: 50\r
             \r
@@ -78,8 +86,15 @@ import Testing
     @Test func templatePathAndPassThrough() throws {
         let posts = try run(["explain", "GET", "/users/42/posts?tag=a&tag=b&draft=true"])
         #expect(posts.out.contains("GET /api/v1/users/42/posts?tag=a&tag=b&draft=true HTTP/1.1\r\n"))
-        let api = try run(["explain", "-H", "Cookie: a=b", "GET", "/api/anything?x=%2F"])
-        #expect(api.out.hasSuffix("GET /api/anything?x=%2F HTTP/1.1\r\nHost: echo\r\nX-Gateway: gatewayd\r\nVia: 1.1 gatewayd\r\n\r\n"))
+        let api = try run(["explain", "-H", "Cookie: a=b", "--client", "203.0.113.9", "GET", "/api/anything?x=%2F"])
+        // The request id is generated, and said so.
+        let words = api.out.split(separator: "\n").dropFirst().first?.split(separator: " ") ?? []
+        let id = try #require(words.count > 2 ? words[2] : nil)
+        #expect(api.out.contains("# X-Request-Id \(id) is generated here; each call gets its own\n"))
+        #expect(api.out.hasSuffix("""
+            GET /api/anything?x=%2F HTTP/1.1\r\nHost: echo\r\nX-Forwarded-For: 203.0.113.9\r\nX-Forwarded-Proto: http\r
+            X-Forwarded-Host: 127.0.0.1:8080\r\nX-Request-Id: \(id)\r\nX-Gateway: gatewayd\r\nVia: 1.1 gatewayd\r\n\r\n
+            """))
     }
 
     @Test func problemsAreShownAndExitNonZero() throws {
@@ -87,6 +102,11 @@ import Testing
         #expect(missing.status == 1)
         #expect(missing.out.contains("HTTP/1.1 400 Bad Request\r\nContent-Type: application/problem+json\r\n"))
         #expect(missing.out.contains(#""detail":"required parameter 'keywords' (sent upstream as 'q') is missing","route":"search"}"#))
+        // What the daemon refuses before routing, explain refuses the same way.
+        let foreign = try run(["explain", "GET", "http://elsewhere.example/search?keywords=a"])
+        #expect(foreign.status == 1 && foreign.out.contains("HTTP/1.1 400 Bad Request") && foreign.out.contains("bad-target"))
+        let own = try run(["explain", "GET", "http://127.0.0.1:8080/x/../search?keywords=a"])
+        #expect(own.status == 0 && own.out.contains("GET /v1/search?q=a&order=desc&version=2 HTTP/1.1\r\n"))
         let none = try run(["explain", "GET", "/nothing"])
         #expect(none.status == 1)
         #expect(none.out.contains("HTTP/1.1 404 Not Found"))
@@ -140,5 +160,40 @@ import Testing
         #expect(busy.status != 0)
         #expect(busy.err.contains("127.0.0.1:\(port) is already in use (another process listens there)"), "\(busy.err)")
         #expect(!busy.err.contains("errno"))
+    }
+
+    /// What explain prints is byte for byte what the daemon sends a real upstream for the same request.
+    @Test func explainPrintsWhatTheDaemonSends() async throws {
+        let upstream = RawUpstream { _ in .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("explain-\(getpid()).yaml")
+        try """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {legacy: {url: "http://127.0.0.1:\(upstreamPort)/base", headers: {set: {X-Api-Key: k1}}}}
+            routes:
+              - name: search
+                match: {path: /search, methods: [POST]}
+                upstream: legacy
+                rewrite:
+                  method: GET
+                  path: "/v1/find{?q,limit}"
+                  params:
+                    q: {from: keywords, required: true}
+                    limit: {type: int, default: 10}
+            """.write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        let body = #"{"keywords":"swift nio","limit":"5"}"#
+        let fields = ["Host: api.local", "Content-Type: application/json", "X-Request-Id: same-1", "X-Forwarded-For: 10.1.1.1"]
+        let response = try rawExchange(port: gateway.port, Array((["POST /x/../search HTTP/1.1"] + fields
+            + ["Content-Length: \(body.utf8.count)", "Connection: close", "", body]).joined(separator: "\r\n").utf8))
+        #expect(response.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        let explained = try run(["explain", "-c", config.path] + fields.flatMap { ["-H", $0] } + ["-d", body, "POST", "/x/../search"])
+        #expect(explained.status == 0)
+        let sent = try #require(upstream.requests.first?.text)
+        #expect(explained.out.hasSuffix("\n" + sent), "explain:\n\(explained.out)\nsent:\n\(sent)")
+        #expect(sent.contains("X-Forwarded-For: 10.1.1.1, 127.0.0.1\r\n") && sent.contains("X-Request-Id: same-1\r\n"))
     }
 }

@@ -153,38 +153,18 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     func received(_ head: consuming RequestHead) {
         let limits = shared.config.limits
-        if head.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }) > limits.maxHeaderBytes {
-            return respond(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), to: head, close: true)
-        }
-        if !head.uri.hasPrefix("/") {
-            guard let absolute = AbsoluteForm(head.uri),
-                AbsoluteForm.isOwn(absolute.authority, localAuthority: client.localAuthority, router: shared.router)
-            else {
-                return respond(.badTarget, to: head, close: true)
-            }
-            head.uri = absolute.originForm
-            head.headers.set("Host", String(absolute.authority))
-        }
-        let queryStart = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")) ?? head.uri.endIndex
-        let normalized = PathNormalization.normalize(head.uri[..<queryStart])
-        let path = String(normalized)
-        // Routing and the upstream read the same path.
-        if normalized.utf8.count != head.uri.utf8.distance(from: head.uri.startIndex, to: queryStart) {
-            head.uri = path + head.uri[queryStart...]
-        }
-        let headers = head.headers
         let framing = client.framing(of: head)
         let hasBody = framing != .none && framing != .length(0)
         let length: Int? = if case .length(let length) = framing { length } else { nil }
-        guard let match = shared.router.match(method: head.method.rawValue, path: path, host: headers["Host"], headers: headers) else {
+        let match: Router.Match
+        switch RequestRouting.route(&head, limits: limits, localAuthority: client.localAuthority, router: shared.router) {
+        case .routed(let routed, _):
+            match = routed
+        case .refused(let problem, let extraHeaders, let headRefused):
             // An unread body would have to be drained first; closing is simpler and safe.
-            let allowed = shared.router.allowedMethods(path: path, host: headers["Host"], headers: headers)
-            guard allowed.isEmpty else {
-                return respond(.methodNotAllowed("\(head.method.rawValue) \(path): this path takes \(allowed.joined(separator: ", "))"),
-                               to: head, extraHeaders: ["Allow": allowed.joined(separator: ", ")], close: hasBody)
-            }
-            return respond(.noRoute(method: head.method.rawValue, path: path), to: head, close: hasBody)
+            return respond(problem, to: head, extraHeaders: extraHeaders, close: headRefused || hasBody)
         }
+        let headers = head.headers
         log.route = match.route.config.name
         routeMetrics = match.route.metrics
         let streams = hasBody && match.route.streamsBody(method: head.method.rawValue)

@@ -15,7 +15,7 @@ public enum RequestFraming: Sendable, Hashable {
 }
 
 /// The request that goes upstream, fully built: target joined with the
-/// upstream's base URL, headers layered in DESIGN.md's precedence order.
+/// upstream's base URL, headers layered in docs/translation.md's precedence order.
 public struct UpstreamRequest: Sendable, Hashable {
     public var method: String
     public var target: String

@@ -1,5 +1,5 @@
 /// How parameters are written into a query string or a form body
-/// (`rewrite.query` in the config). Defaults follow DESIGN.md.
+/// (`rewrite.query` in the config). Defaults as docs/translation.md states.
 public struct QueryOptions: Sendable, Hashable {
     public enum Arrays: String, Sendable, CaseIterable { case brackets, indices, `repeat`, comma }
     public enum Booleans: String, Sendable, CaseIterable { case numbers, literals }

@@ -1,0 +1,42 @@
+import NIOHTTP1
+import Rewriter
+
+/// `gatewayd explain`: one request through the daemon's own steps — the
+/// checks and normalisation before routing, the route, the translation, the
+/// forwarding fields — up to the bytes the upstream would receive, without
+/// sending them. As if the client connected to the first listener.
+public enum Explanation {
+    public enum Outcome: Sendable {
+        /// What the upstream would receive, and how it was chosen.
+        case forwarded(route: String, index: Int, upstream: String, upstreamDescription: String, request: [UInt8])
+        /// The gateway would answer the call itself.
+        case answered(Problem)
+    }
+
+    public static func explain(method: String, target: String, headers: HeaderList, body: [UInt8], config: GatewayConfig,
+                               client: ClientInfo) -> Outcome {
+        let listener = config.listeners.first
+        var head = RequestHead(method: HTTPMethod(rawValue: method), uri: target, version: .http1_1, headers: headers)
+        if !head.headers.contains("Host") { head.headers.add("Host", listener?.address.description ?? "localhost") }
+        let match: Router.Match
+        switch RequestRouting.route(&head, limits: config.limits, localAuthority: listener?.address.description ?? "",
+                                    router: Router(config: config)) {
+        case .refused(let problem, _, _): return .answered(problem)
+        case .routed(let routed, _): match = routed
+        }
+        let route = match.route
+        if !route.streamsBody(method: method), body.count > config.limits.maxBodyBytes {
+            return .answered(.bodyTooLarge(limit: config.limits.maxBodyBytes, route: route.config.name))
+        }
+        do {
+            let request = try UpstreamRequest.build(method: method, target: head.uri, headers: head.headers, body: body,
+                                                    route: route.config, upstream: route.upstream, captures: match.captures,
+                                                    client: client)
+            return .forwarded(route: route.config.name, index: match.index, upstream: route.upstream.name,
+                              upstreamDescription: route.isEcho ? "built-in echo" : route.upstream.url!.description,
+                              request: request.wireFormat)
+        } catch {
+            return .answered(error)
+        }
+    }
+}

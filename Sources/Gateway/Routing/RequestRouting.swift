@@ -1,0 +1,45 @@
+import Rewriter
+
+/// What the daemon does with a request head before it becomes a call, in
+/// one place for the daemon and `gatewayd explain`: the fields' size, the
+/// target (absolute-form only for the gateway's own authority), the path
+/// normalized (routing and the upstream read the same path), then the route
+/// — or the problem the gateway answers with itself.
+enum RequestRouting {
+    enum Outcome {
+        case routed(Router.Match, path: String)
+        /// `headRefused`: the head itself is bad, so the connection closes
+        /// whatever follows it; otherwise only an unread body closes it.
+        case refused(Problem, extraHeaders: HeaderList, headRefused: Bool)
+    }
+
+    static func route(_ head: inout RequestHead, limits: Limits, localAuthority: String, router: Router) -> Outcome {
+        if head.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }) > limits.maxHeaderBytes {
+            return .refused(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), extraHeaders: [:],
+                            headRefused: true)
+        }
+        if !head.uri.hasPrefix("/") {
+            guard let absolute = AbsoluteForm(head.uri), AbsoluteForm.isOwn(absolute.authority, localAuthority: localAuthority, router: router) else {
+                return .refused(.badTarget, extraHeaders: [:], headRefused: true)
+            }
+            head.uri = absolute.originForm
+            head.headers.set("Host", String(absolute.authority))
+        }
+        let queryStart = head.uri.utf8.firstIndex(of: UInt8(ascii: "?")) ?? head.uri.endIndex
+        let normalized = PathNormalization.normalize(head.uri[..<queryStart])
+        let path = String(normalized)
+        if normalized.utf8.count != head.uri.utf8.distance(from: head.uri.startIndex, to: queryStart) {
+            head.uri = path + head.uri[queryStart...]
+        }
+        let method = head.method.rawValue, host = head.headers["Host"]
+        if let match = router.match(method: method, path: path, host: host, headers: head.headers) {
+            return .routed(match, path: path)
+        }
+        let allowed = router.allowedMethods(path: path, host: host, headers: head.headers)
+        guard allowed.isEmpty else {
+            let allow = allowed.joined(separator: ", ")
+            return .refused(.methodNotAllowed("\(method) \(path): this path takes \(allow)"), extraHeaders: ["Allow": allow], headRefused: false)
+        }
+        return .refused(.noRoute(method: method, path: path), extraHeaders: [:], headRefused: false)
+    }
+}
