@@ -46,7 +46,7 @@ struct RunCommand: AsyncParsableCommand {
         let admin = AdminServer(endpoints: .init(
             status: server.status, metrics: { registry.emitToBuffer() }, config: { reloader.redactedConfig },
             reload: { await reloader.reload(trigger: "POST /reload") }))
-        var services: [any Service] = [SignalService(reloader: reloader, logger: logger)]
+        var services: [any Service] = [SignalService(reloader: reloader, server: server, logger: logger)]
         if let interval = notifier.watchdogInterval { services.append(WatchdogService(notifier: notifier, interval: interval)) }
         // Stopped in reverse order: the listeners drain first, while the admin
         // endpoint still answers (readiness 503 during the drain).
@@ -71,8 +71,7 @@ struct ServingService: Service {
         let config = reloader.current
         let addresses = try await server.start()
         for (listener, address) in zip(config.listeners, addresses) {
-            let host = address.ipAddress.map { $0.contains(":") ? "[\($0)]" : $0 } ?? "?"
-            logger.notice("gatewayd \(GatewayVersion.current) listening on \(listener.tls == nil ? "http" : "https")://\(host):\(address.port ?? 0)")
+            logger.notice("gatewayd \(GatewayVersion.current) listening on \(listener.tls == nil ? "http" : "https")://\(address.hostAndPort)")
         }
         notifier.ready(status: "serving")
         try? await gracefulShutdown()

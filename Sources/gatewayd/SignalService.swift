@@ -1,19 +1,31 @@
 import Foundation
+import Gateway
 import Logging
 import ServiceLifecycle
 import UnixSignals
 
-/// SIGHUP reloads the config. SIGTERM and SIGINT start the graceful stop
-/// (the service group watches them too); a second one exits at once.
+/// SIGHUP reloads the config; SIGUSR1 reopens the access log's file (after
+/// logrotate moved it). SIGTERM and SIGINT start the graceful stop (the
+/// service group watches them too); a second one exits at once.
 struct SignalService: Service {
     let reloader: Reloader
+    let server: GatewayServer
     let logger: Logger
 
     func run() async throws {
         var stops = 0
-        for await signal in await UnixSignalsSequence(trapping: .sighup, .sigterm, .sigint).cancelOnGracefulShutdown() {
+        for await signal in await UnixSignalsSequence(trapping: .sighup, .sigusr1, .sigterm, .sigint).cancelOnGracefulShutdown() {
             if signal == .sighup {
                 _ = await reloader.reload(trigger: "SIGHUP")
+                continue
+            }
+            if signal == .sigusr1 {
+                do {
+                    try server.reopenAccessLog()
+                    logger.notice("access log reopened")
+                } catch {
+                    logger.error("access log not reopened: \(error)")
+                }
                 continue
             }
             stops += 1

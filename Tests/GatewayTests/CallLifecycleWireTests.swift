@@ -190,7 +190,7 @@ import Testing
             line = gateway.log.split(separator: "\n").first { $0.contains("outcome=gateway") }
             if line == nil { usleep(20_000) }
         }
-        #expect(line?.contains("reason=connect-failure: 127.0.0.1:1") == true, "\(line ?? "no access line")")
+        #expect(line?.contains(#"reason="connect-failure: 127.0.0.1:1"#) == true, "\(line ?? "no access line")")
     }
 
     @Test func aResponseCutShortIsOneAccessLine() async throws {

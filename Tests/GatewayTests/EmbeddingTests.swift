@@ -1,11 +1,11 @@
-import Logging
+import Foundation
 import NIOConcurrencyHelpers
 import Rewriter
 import Testing
 @testable import Gateway
 
 /// The gateway started from Swift code with a config, request modifiers and
-/// a logger of the embedder's.
+/// an access-log destination of the embedder's.
 @Suite struct EmbeddingTests {
     struct SignRequests: RequestModifier {
         func modify(_ request: inout UpstreamRequest, context: ModifierContext) async throws {
@@ -38,10 +38,10 @@ import Testing
             routes:
               - {name: json, upstream: legacy, match: {prefix: /json}, rewrite: {encoding: json}, headers: {set: {X-Injected: "1"}}}
               - {name: api, upstream: legacy, headers: {set: {X-Injected: "1"}}}
+            logging: {format: json}
             """).config
-        let lines = LogLines()
-        let server = GatewayServer(config: config, modifiers: [Broken(), SignRequests()],
-                                   logger: Logger(label: "test") { _ in lines }, threads: 1)
+        let lines = AccessLines()
+        let server = GatewayServer(config: config, modifiers: [Broken(), SignRequests()], accessLines: lines.add, threads: 1)
         let gatewayPort = try await server.start()[0].port!
         defer { Task { try await server.shutdown(); await upstream.stop() } }
         let base = "http://127.0.0.1:\(gatewayPort)"
@@ -72,7 +72,7 @@ import Testing
         #expect(requests[1].body == Array("replaced".utf8))
         #expect(requests[1].header("Content-Length") == ["8"])
 
-        let access = lines.entries
+        let access = try await lines.entries(count: 5)
         #expect(access.count == 5)
         let first = try #require(access.first)
         #expect(first["route"] == "api")
@@ -120,19 +120,24 @@ extension EmbeddingTests {
 }
 
 /// A LogHandler that keeps each line's metadata as strings.
-final class LogLines: LogHandler, @unchecked Sendable {
-    private let lines = NIOLockedValueBox<[[String: String]]>([])
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .info
-    var entries: [[String: String]] { lines.withLockedValue { $0 } }
+/// An embedder's access lines (JSON), read back as text values.
+final class AccessLines: Sendable {
+    private let bytes = NIOLockedValueBox<[UInt8]>([])
 
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
+    var add: @Sendable ([UInt8]) -> Void { { [bytes] lines in bytes.withLockedValue { $0 += lines } } }
 
-    func log(event: LogEvent) {
-        let values = (event.metadata ?? [:]).mapValues { "\($0)" }
-        lines.withLockedValue { $0.append(values) }
+    /// The lines so far, once there are `count` (they are flushed every 100 ms).
+    func entries(count: Int) async throws -> [[String: String]] {
+        for _ in 0..<100 {
+            let lines = bytes.withLockedValue { $0 }.split(separator: UInt8(ascii: "\n"))
+            if lines.count >= count {
+                return try lines.map { line in
+                    let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] ?? [:]
+                    return object.mapValues { $0 is NSNull ? "null" : "\($0)" }
+                }
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return []
     }
 }

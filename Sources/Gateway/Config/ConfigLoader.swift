@@ -92,7 +92,17 @@ extension ConfigReader {
         if let node = fields.take("logging"), let logging = mapping(node, "logging", known: ["access_log", "level", "format"]) {
             defer { logging.finish() }
             if let n = logging.take("format"), let v = oneOf(n, "logging.format", LoggingConfig.Format.self) { config.logging.format = v }
-            if let n = logging.take("access_log"), let v = bool(n, "logging.access_log") { config.logging.accessLog = v }
+            if let n = logging.take("access_log") {
+                if case .mapping = n {
+                    // `{path: FILE}`: on, to that file.
+                    if let log = mapping(n, "logging.access_log", known: ["path"]) {
+                        defer { log.finish() }
+                        if let p = log.take("path"), let v = string(p, "logging.access_log.path") { config.logging.accessLogPath = v }
+                    }
+                } else if let v = bool(n, "logging.access_log") {
+                    config.logging.accessLog = v
+                }
+            }
             if let n = logging.take("level"), let v = oneOf(n, "logging.level", LoggingConfig.Level.self) { config.logging.level = v }
         }
         if let node = fields.take("upstreams") { config.upstreams = readUpstreams(node, "upstreams") }

@@ -32,14 +32,17 @@ public struct LoggingConfig: Sendable, Hashable {
     public enum Level: String, Sendable, CaseIterable { case trace, debug, info, notice, warning, error, critical }
     /// `text`: swift-log's default lines; `json`: one object per line; `logfmt`: key=value pairs.
     public enum Format: String, Sendable, CaseIterable { case text, json, logfmt }
-    /// One line per call (route, status, bytes, duration, request id).
+    /// One line per call (client, route, upstream, status, bytes, timings, tries, request id).
     public var accessLog: Bool
+    /// The access log's file (nil: standard error). Chosen at start; SIGUSR1 reopens it.
+    public var accessLogPath: String?
     public var level: Level
     /// Chosen at start; a reload does not change it.
     public var format: Format
-    public init(accessLog: Bool = true, level: Level = .info, format: Format = .text) {
+    public init(accessLog: Bool = true, accessLogPath: String? = nil, level: Level = .info, format: Format = .text) {
         self.format = format
         self.accessLog = accessLog
+        self.accessLogPath = accessLogPath
         self.level = level
     }
 }

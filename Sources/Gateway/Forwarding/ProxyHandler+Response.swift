@@ -63,6 +63,11 @@ extension ProxyHandler {
         call.waiter = nil
         call.connection = connection
         call.route.metrics.tries?.increment()
+        log.tries += 1
+        log.sentAt = .now()
+        log.upstreamAddress = connection.peerAddress
+        log.upstreamStatus = nil
+        log.firstByte = nil
         call.perTryTimer?.cancel()
         if let perTryTimeout {
             call.perTryTimer = client.eventLoop.assumeIsolated().scheduleTask(in: perTryTimeout.timeAmount) { [self] in
@@ -91,6 +96,9 @@ extension ProxyHandler {
 
     func upstreamHead(_ upstreamHead: consuming ResponseHead) {
         machine.responseHeadArrived()
+        // Logged whatever the validators make of it.
+        log.upstreamStatus = Int(upstreamHead.status.code)
+        if let sentAt = log.sentAt { log.firstByte = .now() - sentAt }
         if call?.retry != nil, call?.route.validatorsReadBodies == true || shared.validatorsReadBodies {
             call?.heldHead = upstreamHead
             call?.heldBody = []

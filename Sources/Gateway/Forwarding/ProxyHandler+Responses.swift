@@ -73,7 +73,7 @@ extension ProxyHandler {
     /// The exchange is over: its access log line and metrics, once.
     func record(status: Int, outcome: String) {
         guard exchange.logOnce() else { return }
-        shared.accessLog.record(log, status: status, outcome: outcome)
+        shared.accessLog?.record(log, status: status, outcome: outcome, on: client.eventLoop)
         (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start)
     }
 }

@@ -88,7 +88,7 @@ extension ProxyHandler {
         let route = call.route
         route.metrics.refresh(start)
         if case .throttled = start {
-            shared.accessLog.logger.warning("refresh skipped: min_interval not passed", metadata: ["route": .string(route.config.name)])
+            shared.logger.warning("refresh skipped: min_interval not passed", metadata: ["route": .string(route.config.name)])
             return false
         }
         call.connection?.abandon()
@@ -146,8 +146,8 @@ extension ProxyHandler {
         case .refreshThenRetry: next = "refresh"
         }
         if let decider = retry?.decidedBy { metrics.validator(decider, action: next.prefix { $0 != ":" }.description) }
-        guard shared.accessLog.enabled else { return }
-        shared.accessLog.logger.info("try", metadata: [
+        guard shared.accessLog != nil else { return }
+        shared.logger.info("try", metadata: [
             "route": .string(log.route), "request_id": .string(log.requestID), "try": .stringConvertible(retry?.tries ?? 1),
             "result": .string(result), "decided_by": .string(retry?.decidedBy ?? "-"), "next": .string(next),
             "delay_ms": .stringConvertible(delay.nanosecondCount / 1_000_000),

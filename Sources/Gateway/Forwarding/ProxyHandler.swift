@@ -122,7 +122,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         case .head(let head):
             exchange.requestHead()
             shared = slot.context
-            log = AccessLog.Entry(method: head.method.rawValue, target: head.uri)
+            log = AccessLog.Entry(client: client.peerAddress, proto: protocolName(head.version), method: head.method.rawValue,
+                                  target: head.uri, userAgent: head.headers["User-Agent"])
             routeMetrics = nil
             received(head)
         case .body(let buffer):
@@ -166,6 +167,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
         let headers = head.headers
         log.route = match.route.config.name
+        log.upstream = match.route.upstream.name
         routeMetrics = match.route.metrics
         let streams = hasBody && match.route.streamsBody(method: head.method.rawValue)
         if !streams, let size = length, size > limits.maxBodyBytes {
@@ -300,6 +302,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         if route.isEcho {
             // The built-in upstream answers in process: still one try of it.
             route.metrics.tries?.increment()
+            log.tries = 1
+            log.upstreamStatus = 200
             var responseHeaders: HeaderList = ["Content-Type": "application/json", "X-Request-Id": client.requestID]
             route.config.responseHeaders.apply(to: &responseHeaders)
             return respond(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
@@ -355,6 +359,12 @@ final class ProxyHandler: UpstreamResponseDelegate {
     }
 
     func setClientReading(_ on: Bool) { client.setReading(on) }
+
+    /// As the access log names it.
+    func protocolName(_ version: HTTPVersion) -> String {
+        if version.major == 2 { return shared.scheme == "https" ? "h2" : "h2c" }
+        return version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1"
+    }
 
     static let defaultTimeout = Duration.seconds(60)
     /// How long a connection (HTTP/1.1) or stream (HTTP/2) whose answer ended

@@ -25,6 +25,8 @@ public actor GatewayServer: Service {
     private let modifiers: [any RequestModifier]
     private let validators: [any ResponseValidator]
     private let logger: Logger
+    /// One per process: its per-loop buffers and its file outlive reloads.
+    private nonisolated let accessLog: AccessLog
     public nonisolated let metrics: GatewayMetrics
     /// Listening and not draining: what `/readyz` says.
     public nonisolated let status = ServingStatus()
@@ -60,7 +62,9 @@ public actor GatewayServer: Service {
 
     /// `modifiers` run, in order, on every upstream request after the config's
     /// header rules; `validators` judge every answer after each route's own
-    /// chain. `logger` receives the access log (one line per call);
+    /// chain. The access log goes to standard error, `logging.access_log.path`,
+    /// or `accessLines` (whole lines in the configured format) when given;
+    /// `logger` receives the operational lines (each try of a call that retries);
     /// `metrics` the counters and histograms (swift-metrics' global factory
     /// when nil); calls are served on `group`'s event loops, which the caller
     /// owns. A listener whose address one of `inheritedSockets` is bound to
@@ -68,26 +72,29 @@ public actor GatewayServer: Service {
     public init(
         config: GatewayConfig, group: any EventLoopGroup, modifiers: [any RequestModifier] = [],
         validators: [any ResponseValidator] = [], logger: Logger = Logger(label: "gatewayd.access"),
-        metrics: (any MetricsFactory)? = nil, inheritedSockets: InheritedSockets = InheritedSockets()
+        accessLines: (@Sendable ([UInt8]) -> Void)? = nil, metrics: (any MetricsFactory)? = nil,
+        inheritedSockets: InheritedSockets = InheritedSockets()
     ) {
         self.init(config: config, group: group, ownsGroup: false, modifiers: modifiers, validators: validators, logger: logger,
-                  metrics: metrics, inheritedSockets: inheritedSockets)
+                  accessLines: accessLines, metrics: metrics, inheritedSockets: inheritedSockets)
     }
 
     /// As above, on `threads` event loops of its own (one per core when nil),
     /// shut down by `shutdown()`.
     public init(
         config: GatewayConfig, modifiers: [any RequestModifier] = [], validators: [any ResponseValidator] = [],
-        logger: Logger = Logger(label: "gatewayd.access"), metrics: (any MetricsFactory)? = nil, threads: Int? = nil,
-        inheritedSockets: InheritedSockets = InheritedSockets()
+        logger: Logger = Logger(label: "gatewayd.access"), accessLines: (@Sendable ([UInt8]) -> Void)? = nil,
+        metrics: (any MetricsFactory)? = nil, threads: Int? = nil, inheritedSockets: InheritedSockets = InheritedSockets()
     ) {
         self.init(config: config, group: MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads ?? System.coreCount)), ownsGroup: true,
-                  modifiers: modifiers, validators: validators, logger: logger, metrics: metrics, inheritedSockets: inheritedSockets)
+                  modifiers: modifiers, validators: validators, logger: logger, accessLines: accessLines, metrics: metrics,
+                  inheritedSockets: inheritedSockets)
     }
 
     private init(
         config: GatewayConfig, group: any EventLoopGroup, ownsGroup: Bool, modifiers: [any RequestModifier],
-        validators: [any ResponseValidator], logger: Logger, metrics: (any MetricsFactory)?, inheritedSockets: InheritedSockets
+        validators: [any ResponseValidator], logger: Logger, accessLines: (@Sendable ([UInt8]) -> Void)?,
+        metrics: (any MetricsFactory)?, inheritedSockets: InheritedSockets
     ) {
         self.group = group
         self.ownsGroup = ownsGroup
@@ -97,6 +104,17 @@ public actor GatewayServer: Service {
         self.modifiers = modifiers
         self.validators = validators
         self.logger = logger
+        let format: AccessLine.Format = switch config.logging.format {
+        case .text: .text
+        case .json: .json
+        case .logfmt: .logfmt
+        }
+        accessLog = AccessLog(group: group, format: format, sink: AccessLogSink(path: config.logging.accessLogPath, custom: accessLines))
+    }
+
+    /// Reopens the access log's file (SIGUSR1, after logrotate moved it).
+    public nonisolated func reopenAccessLog() throws {
+        try accessLog.sink.open()
     }
 
     /// Serves until a graceful shutdown, then drains for `limits.drain_timeout`
@@ -111,6 +129,7 @@ public actor GatewayServer: Service {
     /// Binds all listeners; returns their bound addresses (port 0 resolved),
     /// in the config's order.
     public func start() async throws -> [SocketAddress] {
+        try accessLog.sink.open()
         let contexts = try makeContexts(config)
         pools = contexts.first?.pools
         var addresses: [SocketAddress] = []
@@ -180,6 +199,7 @@ public actor GatewayServer: Service {
         status.set(ready: false)
         for bound in listeners.values { try? await bound.channel.close() }
         listeners = [:]
+        await accessLog.flushAll()
         if ownsGroup { try await group.shutdownGracefully() }
     }
 
@@ -190,10 +210,10 @@ public actor GatewayServer: Service {
         let pools = try UpstreamPools(group: group, upstreams: config.upstreams)
         var logger = logger
         logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
-        let accessLog = AccessLog(logger: logger, enabled: config.logging.accessLog)
+        let accessLog = config.logging.accessLog ? accessLog : nil
         return try config.listeners.map { listener in
             ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
-                            accessLog: accessLog, metrics: metrics,
+                            accessLog: accessLog, logger: logger, metrics: metrics,
                             tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) })
         }
     }

@@ -184,10 +184,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     var isWritable: Bool { context?.channel.isWritable ?? false }
     var isActive: Bool { context?.channel.isActive ?? false }
     lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"
-    lazy var localAuthority = context?.channel.localAddress.map { address in
-        let host = address.ipAddress ?? ""
-        return (host.contains(":") ? "[\(host)]" : host) + ":\(address.port ?? 0)"
-    } ?? ""
+    lazy var localAuthority = context?.channel.localAddress?.hostAndPort ?? ""
 
     func write(_ part: ResponsePart) {
         switch part {

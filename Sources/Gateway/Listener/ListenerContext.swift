@@ -1,3 +1,4 @@
+import Logging
 import NIOSSL
 import Synchronization
 
@@ -11,7 +12,10 @@ final class ListenerContext: Sendable {
     let validators: [any ResponseValidator]
     /// An embedder's validator reads response bodies: every route holds them.
     let validatorsReadBodies: Bool
-    let accessLog: AccessLog
+    /// Nil when `logging.access_log` is off.
+    let accessLog: AccessLog?
+    /// The operational log (tries, refresh warnings).
+    let logger: Logger
     let metrics: GatewayMetrics
     /// `http` or `https`: what X-Forwarded-Proto says.
     let scheme: String
@@ -19,7 +23,7 @@ final class ListenerContext: Sendable {
     let tls: NIOSSLContext?
 
     init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier],
-         validators: [any ResponseValidator], accessLog: AccessLog, metrics: GatewayMetrics, tls: NIOSSLContext?) {
+         validators: [any ResponseValidator], accessLog: AccessLog?, logger: Logger, metrics: GatewayMetrics, tls: NIOSSLContext?) {
         self.tls = tls
         scheme = tls == nil ? "http" : "https"
         self.metrics = metrics
@@ -30,6 +34,7 @@ final class ListenerContext: Sendable {
         self.pools = pools
         self.modifiers = modifiers
         self.accessLog = accessLog
+        self.logger = logger
     }
 }
 

@@ -1,46 +1,106 @@
-import Logging
 import NIOCore
 
-/// One structured line per call: route, method, target, status, upstream
-/// status, response bytes, duration, request id.
-struct AccessLog: Sendable {
-    let logger: Logger
-    let enabled: Bool
-
+/// The data path's access log: one line per call, written into its event
+/// loop's own buffer in the configured format (`AccessLine`), and handed to
+/// the sink when the buffer passes `flushBytes` or `flushInterval` after its
+/// first line (nginx's `buffer=` and `flush=`), and on drain and shutdown.
+/// The operational logs stay on swift-log.
+final class AccessLog: Sendable {
+    /// What one call's line says; filled in as the call goes.
     struct Entry {
         var start = NIODeadline.now()
+        var client = "-"
+        /// `HTTP/1.1`, `HTTP/1.0`, `h2c` or `h2`.
+        var proto = "-"
         var method = ""
         var target = ""
+        var userAgent: String?
         var route = "-"
-        var requestID = "-"
+        var upstream: String?
+        /// The address the last try's connection went to.
+        var upstreamAddress: String?
         var upstreamStatus: Int?
+        /// When the last try's request went out, and its response head came.
+        var sentAt: NIODeadline?
+        var firstByte: TimeAmount?
+        var tries = 0
         var bytes = 0
+        var requestID = "-"
         /// Why the last try failed, in full (never shown to the client).
         var reason: String?
     }
 
-    func record(_ entry: Entry, status: Int, outcome: String) {
-        guard enabled else { return }
-        var metadata: Logger.Metadata = [
-            "route": .string(entry.route),
-            "method": .string(entry.method),
-            "target": .string(entry.target),
-            "status": .stringConvertible(status),
-            "upstream_status": .string(entry.upstreamStatus.map(String.init) ?? "-"),
-            "bytes": .stringConvertible(entry.bytes),
-            "duration_ms": .string(String(format3((NIODeadline.now() - entry.start).nanoseconds))),
-            "request_id": .string(entry.requestID),
-            "outcome": .string(outcome),
-        ]
-        // Only failed tries have one: no second dictionary per call.
-        if let reason = entry.reason { metadata["reason"] = .string(reason) }
-        logger.info("access", metadata: metadata)
+    static let flushBytes = 32 * 1024
+    static let flushInterval = TimeAmount.milliseconds(100)
+
+    let format: AccessLine.Format
+    let sink: AccessLogSink
+    private let buffers: [ObjectIdentifier: Buffer]
+
+    /// One event loop's lines not yet written; touched on that loop only.
+    private final class Buffer: @unchecked Sendable {
+        let eventLoop: EventLoop
+        var bytes: [UInt8] = []
+        var clock = AccessLine.Clock()
+        var flushScheduled = false
+
+        init(eventLoop: EventLoop) {
+            self.eventLoop = eventLoop
+            bytes.reserveCapacity(AccessLog.flushBytes + 1024)
+        }
     }
 
-    /// Milliseconds with three decimals, without Foundation formatting.
-    private func format3(_ nanoseconds: Int64) -> String {
-        let micros = nanoseconds / 1000
-        let fraction = String(micros % 1000)
-        return "\(micros / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
+    init(group: any EventLoopGroup, format: AccessLine.Format, sink: AccessLogSink) {
+        self.format = format
+        self.sink = sink
+        var buffers: [ObjectIdentifier: Buffer] = [:]
+        for loop in group.makeIterator() { buffers[ObjectIdentifier(loop)] = Buffer(eventLoop: loop) }
+        self.buffers = buffers
+    }
+
+    /// On `eventLoop`, the one the call ran on.
+    func record(_ entry: Entry, status: Int, outcome: String, on eventLoop: EventLoop) {
+        let buffer = buffers[ObjectIdentifier(eventLoop)]!
+        var pending: [UInt8] = []
+        swap(&pending, &buffer.bytes)
+        var line = AccessLine(format, into: pending, clock: &buffer.clock)
+        line.field("client", .text(entry.client))
+        line.field("proto", .text(entry.proto))
+        line.field("method", .text(entry.method))
+        line.field("target", .text(entry.target))
+        line.field("route", .text(entry.route))
+        line.field("upstream", entry.upstream.map { .text($0) } ?? .none)
+        line.field("upstream_addr", entry.upstreamAddress.map { .text($0) } ?? .none)
+        line.field("status", .int(status))
+        line.field("upstream_status", entry.upstreamStatus.map { .int($0) } ?? .none)
+        line.field("bytes", .int(entry.bytes))
+        line.field("duration_ms", .millis((NIODeadline.now() - entry.start).nanoseconds))
+        line.field("upstream_ttfb_ms", entry.firstByte.map { .millis($0.nanoseconds) } ?? .none)
+        line.field("tries", .int(entry.tries))
+        line.field("request_id", .text(entry.requestID))
+        line.field("outcome", .text(outcome))
+        line.field("user_agent", entry.userAgent.map { .text($0) } ?? .none)
+        if let reason = entry.reason { line.field("reason", .text(reason)) }
+        buffer.bytes = line.finish()
+        if buffer.bytes.count >= Self.flushBytes {
+            flush(buffer)
+        } else if !buffer.flushScheduled {
+            buffer.flushScheduled = true
+            buffer.eventLoop.assumeIsolated().scheduleTask(in: Self.flushInterval) { [self] in flush(buffer) }
+        }
+    }
+
+    private func flush(_ buffer: Buffer) {
+        buffer.flushScheduled = false
+        guard !buffer.bytes.isEmpty else { return }
+        sink.write(buffer.bytes)
+        buffer.bytes.removeAll(keepingCapacity: true)
+    }
+
+    /// Every loop's lines written now (drain, shutdown): none is lost on SIGTERM.
+    func flushAll() async {
+        for buffer in buffers.values {
+            try? await buffer.eventLoop.submit { [self] in flush(buffer) }.get()
+        }
     }
 }

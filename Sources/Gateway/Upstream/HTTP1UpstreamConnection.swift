@@ -8,6 +8,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     let channel: Channel
     let upstream: String
     var exchange = UpstreamExchange()
+    private(set) lazy var peerAddress = channel.remoteAddress.map(\.hostAndPort) ?? upstream
     let readGate = ReadGate()
     weak var pool: UpstreamPool?
     private var keepAlive = true

@@ -9,6 +9,7 @@ final class HTTP2UpstreamStream: UpstreamConnection {
     let channel: Channel
     let upstream: String
     var exchange = UpstreamExchange()
+    private(set) lazy var peerAddress = channel.remoteAddress.map(\.hostAndPort) ?? upstream
     let readGate = ReadGate()
 
     init(channel: Channel, upstream: String) {

@@ -34,6 +34,8 @@ enum TryProgress: Sendable {
 protocol UpstreamConnection: AnyObject {
     var channel: Channel { get }
     var upstream: String { get }
+    /// `host:port` it is connected to, for the access log.
+    var peerAddress: String { get }
     /// The exchange in flight, shared bookkeeping of both kinds.
     var exchange: UpstreamExchange { get set }
     /// Holds `read()` while the client cannot take the response as fast.

@@ -1,0 +1,156 @@
+import Foundation
+
+/// One access line, written straight into bytes in the configured format,
+/// fields in a fixed order, numbers as numbers in JSON: no dictionary, no
+/// interpolation, no per-call date formatting (`Clock` caches the second's
+/// text). Hand-written because swift-log's handlers cost a third of a call.
+struct AccessLine {
+    enum Format: Sendable { case text, json, logfmt }
+
+    /// A field's value as it is written.
+    enum Value {
+        case text(String)
+        case int(Int)
+        /// Milliseconds with three decimals, from nanoseconds.
+        case millis(Int64)
+        /// No value: `-` in text and logfmt, `null` in JSON.
+        case none
+    }
+
+    /// The wall clock's text, formatted once per second per event loop.
+    struct Clock {
+        private var second = -1
+        private var text: [UInt8] = []
+        private var iso: [UInt8] = []
+
+        /// `2026-11-24T15:16:42+0000` (text) or `2026-11-24T15:16:42.123Z` (JSON, logfmt).
+        mutating func write(_ format: Format, into out: inout [UInt8]) {
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            if now.tv_sec != second {
+                second = now.tv_sec
+                var time = now.tv_sec
+                var parts = tm()
+                gmtime_r(&time, &parts)
+                iso = []
+                Self.digits(Int(parts.tm_year) + 1900, 4, into: &iso)
+                iso.append(UInt8(ascii: "-"))
+                Self.digits(Int(parts.tm_mon) + 1, 2, into: &iso)
+                iso.append(UInt8(ascii: "-"))
+                Self.digits(Int(parts.tm_mday), 2, into: &iso)
+                iso.append(UInt8(ascii: "T"))
+                Self.digits(Int(parts.tm_hour), 2, into: &iso)
+                iso.append(UInt8(ascii: ":"))
+                Self.digits(Int(parts.tm_min), 2, into: &iso)
+                iso.append(UInt8(ascii: ":"))
+                Self.digits(Int(parts.tm_sec), 2, into: &iso)
+                text = iso + Array("+0000".utf8)
+            }
+            guard format != .text else { return out.append(contentsOf: text) }
+            out.append(contentsOf: iso)
+            out.append(UInt8(ascii: "."))
+            Self.digits(now.tv_nsec / 1_000_000, 3, into: &out)
+            out.append(UInt8(ascii: "Z"))
+        }
+
+        static func digits(_ value: Int, _ count: Int, into out: inout [UInt8]) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+        }
+    }
+
+    let format: Format
+    private(set) var bytes: [UInt8]
+
+    /// Starts a line in `out` (taken, and handed back by `finish`).
+    init(_ format: Format, into out: consuming [UInt8], clock: inout Clock) {
+        self.format = format
+        bytes = out
+        switch format {
+        case .text:
+            clock.write(.text, into: &bytes)
+            bytes.append(contentsOf: " info gatewayd.access:".utf8)
+        case .json:
+            bytes.append(contentsOf: #"{"ts":""#.utf8)
+            clock.write(.json, into: &bytes)
+            bytes.append(contentsOf: #"","level":"info","logger":"gatewayd.access","msg":"access""#.utf8)
+        case .logfmt:
+            bytes.append(contentsOf: "ts=".utf8)
+            clock.write(.logfmt, into: &bytes)
+            bytes.append(contentsOf: " level=info logger=gatewayd.access msg=access".utf8)
+        }
+    }
+
+    mutating func field(_ key: StaticString, _ value: Value) {
+        switch format {
+        case .json:
+            bytes.append(contentsOf: ",\"".utf8)
+            key.withUTF8Buffer { bytes.append(contentsOf: $0) }
+            bytes.append(contentsOf: "\":".utf8)
+        case .text, .logfmt:
+            bytes.append(UInt8(ascii: " "))
+            key.withUTF8Buffer { bytes.append(contentsOf: $0) }
+            bytes.append(UInt8(ascii: "="))
+        }
+        switch value {
+        case .text(let string): format == .json ? jsonString(string) : bareOrQuoted(string)
+        case .int(let number): bytes.append(contentsOf: String(number).utf8)
+        case .millis(let nanoseconds): millis(nanoseconds)
+        case .none: bytes.append(contentsOf: (format == .json ? "null" : "-").utf8)
+        }
+    }
+
+    /// The line with its end; the buffer it was written into.
+    consuming func finish() -> [UInt8] {
+        if format == .json { bytes.append(UInt8(ascii: "}")) }
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+
+    private mutating func millis(_ nanoseconds: Int64) {
+        let micros = max(0, Int(nanoseconds / 1000))
+        bytes.append(contentsOf: String(micros / 1000).utf8)
+        bytes.append(UInt8(ascii: "."))
+        Clock.digits(micros % 1000, 3, into: &bytes)
+    }
+
+    /// logfmt's rule: quoted (with `\"`, `\\` and control characters escaped)
+    /// when the value is empty or holds a space, `=`, a quote or a control character.
+    private mutating func bareOrQuoted(_ value: String) {
+        let plain = !value.isEmpty && value.utf8.allSatisfy { $0 > 0x20 && $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "\"") && $0 != 0x7F }
+        guard !plain else { return bytes.append(contentsOf: value.utf8) }
+        bytes.append(UInt8(ascii: "\""))
+        escaped(value)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func jsonString(_ value: String) {
+        bytes.append(UInt8(ascii: "\""))
+        escaped(value)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// `"` and `\` escaped, control characters as `\n`, `\r`, `\t` or `\u00XX`
+    /// (valid in JSON and read back by logfmt parsers); other bytes as they are.
+    private mutating func escaped(_ value: String) {
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
+            case 0x0A: bytes.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: bytes.append(contentsOf: #"\r"#.utf8)
+            case 0x09: bytes.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20, 0x7F:
+                bytes.append(contentsOf: #"\u00"#.utf8)
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(hex[Int(byte >> 4)])
+                bytes.append(hex[Int(byte & 0xF)])
+            default: bytes.append(byte)
+            }
+        }
+    }
+}
