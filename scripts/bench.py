@@ -87,41 +87,56 @@ def write(name, text):
 
 upstream_port, upstream_h2_port = free_port(), free_port()
 ports = {name: free_port() for name in ["nginx", "haproxy", "nghttpx", "gatewayd"]}
+# What operators run: access logs on (gatewayd's default config, nginx buffered,
+# HAProxy httplog), and two workers on this machine's two cores.
+extra_ports = {name: free_port() for name in ["gatewayd log on", "nginx log on", "haproxy log on", "gatewayd 2 loops",
+                                              "nginx 2 workers", "haproxy 2 threads"]}
 
-nginx_common = f"""worker_processes 1; daemon off; pid {work}/%s.pid; error_log {work}/%s.err warn;
+nginx_common = f"""worker_processes %s; daemon off; pid {work}/%s.pid; error_log {work}/%s.err warn;
 events {{ worker_connections 4096; }}
-http {{ access_log off; keepalive_requests 1000000; client_body_temp_path {work}; proxy_temp_path {work};
+http {{ access_log %s; keepalive_requests 1000000; client_body_temp_path {work}; proxy_temp_path {work};
 fastcgi_temp_path {work}; uwsgi_temp_path {work}; scgi_temp_path {work};
 """
-upstream_conf = write("upstream.conf", nginx_common % ("upstream", "upstream") + f"""
+upstream_conf = write("upstream.conf", nginx_common % (1, "upstream", "upstream", "off") + f"""
 server {{ listen 127.0.0.1:{upstream_port}; client_max_body_size 0; location / {{ return 200 "hello world\\n"; }}
   location /always503 {{ return 503 "busy\\n"; }} }}
 server {{ listen 127.0.0.1:{upstream_h2_port} http2; location / {{ return 200 "hello world\\n"; }} }}
 }}""")
-proxy_conf = write("nginx.conf", nginx_common % ("nginx", "nginx") + f"""
+
+
+def nginx_conf(name, port, workers=1, log="off"):
+    return write(name + ".conf", nginx_common % (workers, name, name, log) + f"""
 upstream up {{ server 127.0.0.1:{upstream_port}; keepalive 64; }}
-server {{ listen 127.0.0.1:{ports['nginx']};
+server {{ listen 127.0.0.1:{port};
   location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection "";
                proxy_set_header X-Injected 1; }} }}
 }}""")
-haproxy_conf = write("haproxy.cfg", f"""global
-  nbthread 1
+
+
+def haproxy_conf(name, port, threads=1, log=False):
+    return write(name + ".cfg", f"""global
+  nbthread {threads}
   maxconn 4096
+{"  log stdout format raw local0" if log else ""}
 defaults
   mode http
+{"  log global" + chr(10) + "  option httplog" if log else ""}
   timeout connect 5s
   timeout client 30s
   timeout server 30s
   http-reuse always
 frontend fe
-  bind 127.0.0.1:{ports['haproxy']}
+  bind 127.0.0.1:{port}
   http-request set-header X-Injected 1
   default_backend be
 backend be
   server up 127.0.0.1:{upstream_port}
 """)
-gateway_conf = write("gatewayd.yaml", f"""listeners: [{{address: 127.0.0.1:{ports['gatewayd']}, protocols: [http1, h2c]}}]
-logging: {{access_log: false}}
+
+
+def gateway_conf(name, port, access_log="false"):
+    return write(name + ".yaml", f"""listeners: [{{address: 127.0.0.1:{port}, protocols: [http1, h2c]}}]
+logging: {{access_log: {access_log}}}
 upstreams: {{up: {{url: "http://127.0.0.1:{upstream_port}", max_connections: 128}}}}
 routes:
   - {{name: rewrite, match: {{path: /rewrite}}, upstream: up, rewrite: {{method: GET, encoding: query}}}}
@@ -139,15 +154,25 @@ wrk.body = '{"q":"swift nio","page":2,"exact":true,"tags":["a","b","c"],"sort":"
 try:
     upstream = start("upstream", ["nginx", "-c", upstream_conf, "-p", work])
     servers = {
-        "nginx": start("nginx", ["nginx", "-c", proxy_conf, "-p", work]),
-        "haproxy": start("haproxy", ["haproxy", "-db", "-f", haproxy_conf]),
+        "nginx": start("nginx", ["nginx", "-c", nginx_conf("nginx", ports["nginx"]), "-p", work]),
+        "haproxy": start("haproxy", ["haproxy", "-db", "-f", haproxy_conf("haproxy", ports["haproxy"])]),
         "nghttpx": start("nghttpx", ["nghttpx", "--workers=1", f"--frontend=127.0.0.1,{ports['nghttpx']};no-tls",
                                      f"--backend=127.0.0.1,{upstream_port};;proto=http/1.1", "--add-request-header=X-Injected: 1",
                                      "--no-via", "--no-location-rewrite", "--errorlog-file=/dev/null", "--accesslog-file=/dev/null",
                                      "--backend-keep-alive-timeout=30s", "--conf=/dev/null"]),
-        "gatewayd": start("gatewayd", [GATEWAYD, "run", "-c", gateway_conf, "--event-loops", LOOPS]),
+        "gatewayd": start("gatewayd", [GATEWAYD, "run", "-c", gateway_conf("gatewayd", ports["gatewayd"]), "--event-loops", LOOPS]),
+        # The default config (access log on, to stderr: a file here, journald in production), metrics on.
+        "gatewayd log on": start("gatewayd-log", [GATEWAYD, "run", "-c", gateway_conf("gatewayd-log", extra_ports["gatewayd log on"], "true"),
+                                                  "--event-loops", LOOPS]),
+        "nginx log on": start("nginx-log", ["nginx", "-p", work, "-c", nginx_conf(
+            "nginx-log", extra_ports["nginx log on"], log=f"{work}/nginx-access.log combined buffer=64k flush=1s")]),
+        "haproxy log on": start("haproxy-log", ["haproxy", "-db", "-f", haproxy_conf("haproxy-log", extra_ports["haproxy log on"], log=True)]),
+        "gatewayd 2 loops": start("gatewayd-2", [GATEWAYD, "run", "-c", gateway_conf("gatewayd-2", extra_ports["gatewayd 2 loops"]),
+                                                 "--event-loops", "2"]),
+        "nginx 2 workers": start("nginx-2", ["nginx", "-p", work, "-c", nginx_conf("nginx-2", extra_ports["nginx 2 workers"], workers="auto")]),
+        "haproxy 2 threads": start("haproxy-2", ["haproxy", "-db", "-f", haproxy_conf("haproxy-2", extra_ports["haproxy 2 threads"], threads=2)]),
     }
-    for port in [upstream_port, upstream_h2_port, *ports.values()]:
+    for port in [upstream_port, upstream_h2_port, *ports.values(), *extra_ports.values()]:
         wait_port(port)
     time.sleep(0.5)
     idle_rss = {name: rss_mib(p) for name, p in servers.items()}
@@ -177,12 +202,20 @@ try:
     suites = [
         ("HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports}),
         ("h2c (h2load -c16 -m10)", run_h2, {"direct": upstream_h2_port, **{k: v for k, v in ports.items() if k != "nginx"}}),
+        ("HTTP/1.1, access logs on (gatewayd's default config; nginx buffer=64k flush=1s; HAProxy option httplog)", run_h1,
+         {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"],
+          "nginx": extra_ports["nginx log on"], "haproxy": extra_ports["haproxy log on"]}),
+        ("h2c, access log on", run_h2, {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"]}),
+        ("HTTP/1.1, two workers (gatewayd --event-loops 2, nginx worker_processes auto, HAProxy nbthread 2)", run_h1,
+         {"gatewayd": extra_ports["gatewayd 2 loops"], "nginx": extra_ports["nginx 2 workers"], "haproxy": extra_ports["haproxy 2 threads"]}),
     ]
+    # A row's process, by port (the suites above name some of them after the peer they stand for).
+    by_port = {port: servers[name] for name, port in {**ports, **extra_ports}.items()}
     for title, runner, targets in suites:
         results = {name: [] for name in targets}
         for _ in range(ROUNDS):
             for name, port in targets.items():
-                proc = upstream if name == "direct" else servers[name]
+                proc = upstream if name == "direct" else by_port[port]
                 before = cpu_ticks(proc)
                 rps, total, p50, p99, failed = runner(port)
                 cpu_us = (cpu_ticks(proc) - before) / HZ * 1e6 / max(total, 1)
@@ -193,9 +226,14 @@ try:
         print("|---|---|---|---|---|---|---|---|---|---|")
         for name, (rps, p50, p99, cpu, failed) in med.items():
             ratio = lambda ref: f"{rps / med[ref][0]:.2f}" if ref in med else "—"
-            rss = "—" if name == "direct" else f"{idle_rss[name]:.0f} / {rss_mib(servers[name]):.0f}"
+            server = None if name == "direct" else by_port[targets[name]]
+            idle = next((idle_rss[n] for n, p in servers.items() if p is server), 0)
+            rss = "—" if server is None else f"{idle:.0f} / {rss_mib(server):.0f}"
             print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rss} | {ratio('direct')} | {ratio('nginx')} | "
                   f"{ratio('haproxy')} | {failed:.0f} |")
+        if "gatewayd log on" in med:
+            print(f"\ngatewayd with its access log on ÷ off: CPU per request {med['gatewayd log on'][3] / med['gatewayd'][3]:.2f}, "
+                  f"req/s {med['gatewayd log on'][0] / med['gatewayd'][0]:.2f}")
 
     # gatewayd's own routes: pass-through, a rewrite (10-key JSON body -> GET
     # query string), and a retrying route whose every try gets 503 (one retry per call).

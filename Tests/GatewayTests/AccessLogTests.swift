@@ -13,12 +13,14 @@ import Testing
         line.field("upstream_status", .none)
         line.field("duration_ms", .millis(1_234_567))
         line.field("ua", .text("curl/8"))
+        line.field("numbers", .int(0))
+        line.field("n", .int(-1_234_567_890))
         return String(decoding: line.finish(), as: UTF8.self)
     }
 
     @Test func eachFormatWritesItsOwnWay() throws {
         let text = line(.text)
-        #expect(text.hasSuffix(#" info gatewayd.access: target="/a b?x=\"1\"\n" status=200 upstream_status=- duration_ms=1.234 ua=curl/8"# + "\n"))
+        #expect(text.hasSuffix(#" info gatewayd.access: target="/a b?x=\"1\"\n" status=200 upstream_status=- duration_ms=1.234 ua=curl/8 numbers=0 n=-1234567890"# + "\n"))
         #expect(text.count(where: { $0 == "\n" }) == 1)
         let logfmt = line(.logfmt)
         #expect(logfmt.hasPrefix("ts=20") && logfmt.contains("Z level=info logger=gatewayd.access msg=access target="))
@@ -28,6 +30,7 @@ import Testing
         #expect(object["status"] as? Int == 200)
         #expect(object["upstream_status"] is NSNull)
         #expect(object["duration_ms"] as? Double == 1.234)
+        #expect(object["n"] as? Int == -1_234_567_890 && object["numbers"] as? Int == 0)
         #expect((object["ts"] as? String)?.hasSuffix("Z") == true)
     }
 

@@ -98,7 +98,7 @@ struct AccessLine {
         }
         switch value {
         case .text(let string): format == .json ? jsonString(string) : bareOrQuoted(string)
-        case .int(let number): bytes.append(contentsOf: String(number).utf8)
+        case .int(let number): decimal(number)
         case .millis(let nanoseconds): millis(nanoseconds)
         case .none: bytes.append(contentsOf: (format == .json ? "null" : "-").utf8)
         }
@@ -113,9 +113,21 @@ struct AccessLine {
 
     private mutating func millis(_ nanoseconds: Int64) {
         let micros = max(0, Int(nanoseconds / 1000))
-        bytes.append(contentsOf: String(micros / 1000).utf8)
+        decimal(micros / 1000)
         bytes.append(UInt8(ascii: "."))
         Clock.digits(micros % 1000, 3, into: &bytes)
+    }
+
+    /// Digits straight into the line: no String per number.
+    private mutating func decimal(_ number: Int) {
+        if number < 0 { bytes.append(UInt8(ascii: "-")) }
+        let magnitude = number.magnitude
+        var divisor: UInt = 1
+        while divisor <= magnitude / 10 { divisor *= 10 }
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude / divisor % 10))
+            divisor /= 10
+        }
     }
 
     /// logfmt's rule: quoted (with `\"`, `\\` and control characters escaped)
