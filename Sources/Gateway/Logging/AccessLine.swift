@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// One access line, written straight into bytes in the configured format,
 /// fields in a fixed order, numbers as numbers in JSON: no dictionary, no
@@ -17,19 +18,32 @@ struct AccessLine {
         case none
     }
 
-    /// The wall clock's text, formatted once per second per event loop.
+    /// The wall clock's text, formatted once per second per event loop. The
+    /// wall clock is read once a second too: between reads, its time is the
+    /// monotonic `now` the line's duration was taken from, plus their offset.
     struct Clock {
         private var second = -1
+        /// Wall-clock nanoseconds minus monotonic ones, as of the last read.
+        private var offset: Int64 = 0
+        /// When (monotonic) the wall clock is read again.
+        private var nextRead: UInt64 = 0
         private var text: [UInt8] = []
         private var iso: [UInt8] = []
 
         /// `2026-11-24T15:16:42+0000` (text) or `2026-11-24T15:16:42.123Z` (JSON, logfmt).
-        mutating func write(_ format: Format, into out: inout [UInt8]) {
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME, &now)
-            if now.tv_sec != second {
-                second = now.tv_sec
-                var time = now.tv_sec
+        mutating func write(_ format: Format, now monotonic: NIODeadline, into out: inout [UInt8]) {
+            let ticks = monotonic.uptimeNanoseconds
+            if ticks >= nextRead {
+                var wall = timespec()
+                clock_gettime(CLOCK_REALTIME, &wall)
+                offset = Int64(wall.tv_sec) * 1_000_000_000 + Int64(wall.tv_nsec) - Int64(ticks)
+                nextRead = ticks + 1_000_000_000
+            }
+            let nanoseconds = Int64(ticks) + offset
+            let seconds = Int(nanoseconds / 1_000_000_000)
+            if seconds != second {
+                second = seconds
+                var time = seconds
                 var parts = tm()
                 gmtime_r(&time, &parts)
                 iso = []
@@ -49,7 +63,7 @@ struct AccessLine {
             guard format != .text else { return out.append(contentsOf: text) }
             out.append(contentsOf: iso)
             out.append(UInt8(ascii: "."))
-            Self.digits(now.tv_nsec / 1_000_000, 3, into: &out)
+            Self.digits(Int(nanoseconds % 1_000_000_000 / 1_000_000), 3, into: &out)
             out.append(UInt8(ascii: "Z"))
         }
 
@@ -67,20 +81,20 @@ struct AccessLine {
     private(set) var bytes: [UInt8]
 
     /// Starts a line in `out` (taken, and handed back by `finish`).
-    init(_ format: Format, into out: consuming [UInt8], clock: inout Clock) {
+    init(_ format: Format, into out: consuming [UInt8], clock: inout Clock, now: NIODeadline = .now()) {
         self.format = format
         bytes = out
         switch format {
         case .text:
-            clock.write(.text, into: &bytes)
+            clock.write(.text, now: now, into: &bytes)
             bytes.append(contentsOf: " info gatewayd.access:".utf8)
         case .json:
             bytes.append(contentsOf: #"{"ts":""#.utf8)
-            clock.write(.json, into: &bytes)
+            clock.write(.json, now: now, into: &bytes)
             bytes.append(contentsOf: #"","level":"info","logger":"gatewayd.access","msg":"access""#.utf8)
         case .logfmt:
             bytes.append(contentsOf: "ts=".utf8)
-            clock.write(.logfmt, into: &bytes)
+            clock.write(.logfmt, now: now, into: &bytes)
             bytes.append(contentsOf: " level=info logger=gatewayd.access msg=access".utf8)
         }
     }

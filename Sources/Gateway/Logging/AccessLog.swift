@@ -63,7 +63,8 @@ final class AccessLog: Sendable {
         let buffer = buffers[ObjectIdentifier(eventLoop)]!
         var pending: [UInt8] = []
         swap(&pending, &buffer.bytes)
-        var line = AccessLine(format, into: pending, clock: &buffer.clock)
+        let now = NIODeadline.now()
+        var line = AccessLine(format, into: pending, clock: &buffer.clock, now: now)
         line.field("client", .text(entry.client))
         line.field("proto", .text(entry.proto))
         line.field("method", .text(entry.method))
@@ -74,7 +75,7 @@ final class AccessLog: Sendable {
         line.field("status", .int(status))
         line.field("upstream_status", entry.upstreamStatus.map { .int($0) } ?? .none)
         line.field("bytes", .int(entry.bytes))
-        line.field("duration_ms", .millis((NIODeadline.now() - entry.start).nanoseconds))
+        line.field("duration_ms", .millis((now - entry.start).nanoseconds))
         line.field("upstream_ttfb_ms", entry.firstByte.map { .millis($0.nanoseconds) } ?? .none)
         line.field("tries", .int(entry.tries))
         line.field("request_id", .text(entry.requestID))
