@@ -8,7 +8,7 @@ struct GatewayCommand: AsyncParsableCommand {
         commandName: "gatewayd",
         abstract: "An HTTP gateway that translates convenience parameters for legacy services.",
         version: GatewayVersion.current,
-        subcommands: [RunCommand.self, CheckCommand.self, ExplainCommand.self],
+        subcommands: [RunCommand.self, CheckCommand.self, ExplainCommand.self, RoutesCommand.self],
         defaultSubcommand: RunCommand.self
     )
 }

@@ -45,7 +45,8 @@ struct RunCommand: AsyncParsableCommand {
         let reloader = Reloader(file: options.config, loaded: loaded, server: server, notifier: notifier, logger: logger)
         let admin = AdminServer(endpoints: .init(
             status: server.status, metrics: { registry.emitToBuffer() }, config: { reloader.redactedConfig },
-            reload: { await reloader.reload(trigger: "POST /reload") }))
+            routes: { RouteTable.describe(reloader.current) }, reload: { await reloader.reload(trigger: "POST /reload") },
+            token: { reloader.current.admin?.token }))
         var services: [any Service] = [SignalService(reloader: reloader, server: server, logger: logger)]
         if let interval = notifier.watchdogInterval { services.append(WatchdogService(notifier: notifier, interval: interval)) }
         // Stopped in reverse order: the listeners drain first, while the admin

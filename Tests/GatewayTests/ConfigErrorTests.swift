@@ -87,6 +87,8 @@ import Testing
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, headers: {set: {X: \"${vault:x}\"}}}]", "unknown interpolation"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, validate: [{header: {name: X, matches: '('}}]}]", "invalid regular expression"),
         ("listeners: [{address: 127.0.0.1:1}]\nadmin: {address: 0.0.0.0:9901}", "t.yaml:2:18: admin.address: 0.0.0.0:9901 is not a loopback address; set admin.allow_remote: true"),
+        ("listeners: [{address: 127.0.0.1:1}]\nadmin: {address: 0.0.0.0:9901, allow_remote: true}", "t.yaml:2:46: admin.allow_remote: a non-loopback admin endpoint needs admin.token"),
+        ("listeners: [{address: 127.0.0.1:1}]\nadmin: {address: 127.0.0.1:9901, token: short}", "t.yaml:2:41: admin.token: too short: at least 16 characters"),
         ("listeners: [{address: 127.0.0.1:1}]\nlogging: {format: xml}", "t.yaml:2:19: logging.format: expected one of text | json | logfmt, found 'xml'"),
         ("listeners: [{address: 127.0.0.1:1}]\nlimits: {drain_timeout: soon}", "limits.drain_timeout"),
     ])

@@ -132,7 +132,7 @@ import Testing
     @Test func commandLineMistakesSayWhatIsWrong() throws {
         let typo = try run(["chek"])
         #expect(typo.status == 64)
-        #expect(typo.err == "gatewayd: unknown command 'chek'; the commands are run, check, explain (see gatewayd --help)\n")
+        #expect(typo.err == "gatewayd: unknown command 'chek'; the commands are run, check, explain, routes (see gatewayd --help)\n")
         let loops = try run(["run", "--event-loops", "0"])
         #expect(loops.status != 0 && loops.err.contains("--event-loops must be at least 1, found 0"))
         let missing = try run(["check", "-c", "/nonexistent/gatewayd.yaml"])
@@ -195,5 +195,21 @@ import Testing
         let sent = try #require(upstream.requests.first?.text)
         #expect(explained.out.hasSuffix("\n" + sent), "explain:\n\(explained.out)\nsent:\n\(sent)")
         #expect(sent.contains("X-Forwarded-For: 10.1.1.1, 127.0.0.1\r\n") && sent.contains("X-Request-Id: same-1\r\n"))
+    }
+
+    @Test func routesPrintsTheTableInMatchingOrder() throws {
+        let result = try run(["routes", "-c", "config/examples/retries.yaml"])
+        #expect(result.status == 0)
+        #expect(result.out.hasPrefix("""
+            routes[0] flaky
+              match     any method  /flaky/…
+              upstream  flaky http://127.0.0.1:9300
+              timeout   5s
+              retry     3 attempts; on connect-failure, reset, timeout, refused-stream; methods GET,HEAD,OPTIONS,PUT,DELETE; \
+            per try 1s; backoff exponential 25ms..1s with jitter; budget 20% per 10s
+              validate  routes[0].validate[0] (status 502-504): then retry, else next
+
+            """), "\(result.out)")
+        #expect(result.out.contains("then refresh via auth POST /token, then retry"))
     }
 }

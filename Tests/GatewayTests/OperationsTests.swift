@@ -253,4 +253,32 @@ import Testing
             #expect(!line.contains(secret))
         }
     }
+
+    @Test func theAdminTokenGuardsConfigRoutesAndReload() throws {
+        let token = "tok-\(UInt64.random(in: 1...UInt64.max))-0123456789"
+        let config = Self.tempFile("admin-token.yaml")
+        try Self.writeConfig("""
+            listeners: [{address: 127.0.0.1:0}]
+            admin: {address: 127.0.0.1:0, token: "${env:GATEWAYD_ADMIN_TOKEN}"}
+            routes: [{name: hello, match: {prefix: /hello}, upstream: echo}]
+            """, to: config)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path, environment: ["GATEWAYD_ADMIN_TOKEN": token])
+        defer { gateway.stop() }
+        let admin = "http://127.0.0.1:\(try #require(gateway.adminPort))"
+        func status(_ arguments: [String]) throws -> String { try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}"] + arguments).text }
+        // Health and metrics stay open for probes and scrapers.
+        #expect(try status(["\(admin)/healthz"]) == "200" && status(["\(admin)/metrics"]) == "200")
+        for (method, path) in [("GET", "/config"), ("GET", "/routes"), ("POST", "/reload")] {
+            #expect(try status(["-X", method, "\(admin)\(path)"]) == "401")
+            #expect(try status(["-X", method, "-H", "Authorization: Bearer wrong-\(token)", "\(admin)\(path)"]) == "401")
+            #expect(try status(["-X", method, "-H", "Authorization: Bearer \(token)", "\(admin)\(path)"]) == "200")
+        }
+        let refused = try curl(["-s", "-i", "\(admin)/config"]).text
+        #expect(refused.contains("WWW-Authenticate: Bearer realm=\"gatewayd admin\"") && refused.contains("urn:gatewayd:problem:unauthorized"))
+        let routes = try curl(["-s", "-H", "Authorization: Bearer \(token)", "\(admin)/routes"]).text
+        #expect(routes == "routes[0] hello\n  match     any method  /hello…\n  upstream  echo (built-in echo)\n  timeout   60s (default)\n")
+        let shown = try curl(["-s", "-H", "Authorization: Bearer \(token)", "\(admin)/config"]).text
+        #expect(!shown.contains(token))
+    }
 }

@@ -4,8 +4,10 @@ import NIOPosix
 import Rewriter
 
 /// The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text),
-/// `/config` (as loaded, secrets redacted) and `POST /reload`. Runs on its
-/// own event loop, so a busy data path cannot starve health checks.
+/// `/config` (as loaded, secrets redacted), `/routes` (the route table) and
+/// `POST /reload`; with `admin.token`, the last three need it as a bearer
+/// token. Runs on its own event loop, so a busy data path cannot starve
+/// health checks.
 public final class AdminServer: Sendable {
     /// What the endpoints read; closures so the admin knows nothing of how
     /// metrics are kept or config reloaded.
@@ -13,14 +15,20 @@ public final class AdminServer: Sendable {
         public var status: ServingStatus
         public var metrics: @Sendable () -> [UInt8]
         public var config: @Sendable () -> String
+        public var routes: @Sendable () -> String
         public var reload: @Sendable () async -> ReloadOutcome
+        /// The running config's `admin.token` (a reload may change it).
+        public var token: @Sendable () -> String?
 
         public init(status: ServingStatus, metrics: @escaping @Sendable () -> [UInt8], config: @escaping @Sendable () -> String,
-                    reload: @escaping @Sendable () async -> ReloadOutcome) {
+                    routes: @escaping @Sendable () -> String, reload: @escaping @Sendable () async -> ReloadOutcome,
+                    token: @escaping @Sendable () -> String?) {
             self.status = status
             self.metrics = metrics
             self.config = config
+            self.routes = routes
             self.reload = reload
+            self.token = token
         }
     }
 
@@ -79,6 +87,10 @@ private final class AdminHandler: ChannelInboundHandler {
 
     private func serve(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
         let path = String(head.uri.prefix { $0 != "?" })
+        if ["/config", "/routes", "/reload"].contains(path), let token = endpoints.token(), !Self.authorized(head, token: token) {
+            return respond(401, Problem.contentType, Problem.unauthorized.json, to: head, context: context,
+                           extra: [("WWW-Authenticate", #"Bearer realm="gatewayd admin""#)])
+        }
         switch (head.method, path) {
         case (.GET, "/healthz"), (.HEAD, "/healthz"):
             respond(200, "text/plain", Array("ok\n".utf8), to: head, context: context)
@@ -89,6 +101,8 @@ private final class AdminHandler: ChannelInboundHandler {
             respond(200, "text/plain; version=0.0.4; charset=utf-8", endpoints.metrics(), to: head, context: context)
         case (.GET, "/config"):
             respond(200, "application/yaml; charset=utf-8", Array(endpoints.config().utf8), to: head, context: context)
+        case (.GET, "/routes"):
+            respond(200, "text/plain; charset=utf-8", Array(endpoints.routes().utf8), to: head, context: context)
         case (.POST, "/reload"):
             let promise = context.eventLoop.makePromise(of: ReloadOutcome.self)
             promise.completeWithTask { [endpoints] in await endpoints.reload() }
@@ -101,17 +115,26 @@ private final class AdminHandler: ChannelInboundHandler {
                     respond(422, Problem.contentType, problem.json, to: head, context: context)
                 }
             }
-        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/reload"):
+        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/routes"), (_, "/reload"):
             let problem = Problem.methodNotAllowed("\(head.method.rawValue) \(path): use \(path == "/reload" ? "POST" : "GET")")
             respond(405, Problem.contentType, problem.json, to: head, context: context)
         default:
-            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config, POST /reload")
+            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes, POST /reload")
             respond(404, Problem.contentType, problem.json, to: head, context: context)
         }
     }
 
-    private func respond(_ status: Int, _ contentType: String, _ body: [UInt8], to head: HTTPRequestHead, context: ChannelHandlerContext) {
-        var headers = HTTPHeaders([("Content-Type", contentType), ("Content-Length", String(body.count))])
+    /// `Authorization: Bearer <token>`, compared in constant time.
+    static func authorized(_ head: HTTPRequestHead, token: String) -> Bool {
+        guard let given = head.headers.first(name: "Authorization"), given.hasPrefix("Bearer ") else { return false }
+        let a = Array(given.utf8.dropFirst(7)), b = Array(token.utf8)
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    private func respond(_ status: Int, _ contentType: String, _ body: [UInt8], to head: HTTPRequestHead, context: ChannelHandlerContext,
+                         extra: [(String, String)] = []) {
+        var headers = HTTPHeaders([("Content-Type", contentType), ("Content-Length", String(body.count))] + extra)
         if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: headers))),
                       promise: nil)

@@ -168,9 +168,18 @@ extension ConfigReader {
     }
 
     func readAdmin(_ node: Node, _ path: String) -> AdminConfig? {
-        guard let fields = mapping(node, path, known: ["address", "allow_remote"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["address", "allow_remote", "token"]) else { return nil }
         defer { fields.finish() }
-        let allowRemote = fields.take("allow_remote").flatMap { bool($0, fields.path("allow_remote")) } ?? false
+        let allowRemoteNode = fields.take("allow_remote")
+        let allowRemote = allowRemoteNode.flatMap { bool($0, fields.path("allow_remote")) } ?? false
+        var token: String?
+        if let n = fields.take("token"), let value = string(n, fields.path("token")) {
+            if value.utf8.count < 16 { report(n, fields.path("token"), "too short: at least 16 characters") } else { token = value }
+        }
+        // Reachable from elsewhere, it must not reload or show config to anyone who asks.
+        if allowRemote, token == nil, let allowRemoteNode {
+            report(allowRemoteNode, fields.path("allow_remote"), "a non-loopback admin endpoint needs admin.token")
+        }
         guard let n = fields.take("address") else {
             report(node, fields.path("address"), "missing")
             return nil
@@ -180,7 +189,7 @@ extension ConfigReader {
         if !allowRemote, !address.isLoopback {
             report(n, fields.path("address"), "\(address) is not a loopback address; set admin.allow_remote: true to expose the admin endpoint")
         }
-        return AdminConfig(address: address, allowRemote: allowRemote)
+        return AdminConfig(address: address, allowRemote: allowRemote, token: token)
     }
 
     func readLimits(_ node: Node, _ path: String) -> Limits {

@@ -83,11 +83,14 @@ public struct ListenerConfig: Sendable, Hashable {
 
 public struct AdminConfig: Sendable, Hashable {
     public var address: SocketAddressSpec
-    /// Whether a non-loopback address is allowed.
+    /// Whether a non-loopback address is allowed (it then needs `token`).
     public var allowRemote: Bool
-    public init(address: SocketAddressSpec, allowRemote: Bool = false) {
+    /// When set, `/config`, `/routes` and `/reload` need `Authorization: Bearer <token>`.
+    public var token: String?
+    public init(address: SocketAddressSpec, allowRemote: Bool = false, token: String? = nil) {
         self.address = address
         self.allowRemote = allowRemote
+        self.token = token
     }
 }
 

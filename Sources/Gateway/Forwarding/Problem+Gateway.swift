@@ -76,6 +76,9 @@ extension Problem {
         Problem(status: 405, code: "method-not-allowed", title: "Method not allowed", detail: detail)
     }
 
+    static let unauthorized = Problem(status: 401, code: "unauthorized", title: "Unauthorized",
+                                      detail: "this admin endpoint needs Authorization: Bearer <admin.token>")
+
     static func notFound(_ detail: String) -> Problem {
         Problem(status: 404, code: "not-found", title: "Not found", detail: detail)
     }
