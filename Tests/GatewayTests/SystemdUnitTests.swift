@@ -11,10 +11,10 @@ import Testing
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("gatewayd-unit-\(getpid())")
         defer { try? FileManager.default.removeItem(at: root) }
         let fm = FileManager.default
-        for dir in ["usr/local/bin", "bin", "etc/systemd/system", "usr/lib/systemd"] {
+        for dir in ["usr/bin", "bin", "etc/systemd/system", "usr/lib/systemd"] {
             try fm.createDirectory(at: root.appendingPathComponent(dir), withIntermediateDirectories: true)
         }
-        try fm.copyItem(atPath: ExplainCommandTests.binary, toPath: root.appendingPathComponent("usr/local/bin/gatewayd").path)
+        try fm.copyItem(atPath: ExplainCommandTests.binary, toPath: root.appendingPathComponent("usr/bin/gatewayd").path)
         try fm.copyItem(atPath: "/bin/kill", toPath: root.appendingPathComponent("bin/kill").path)
         try fm.copyItem(atPath: "/usr/lib/systemd/system", toPath: root.appendingPathComponent("usr/lib/systemd/system").path)
         try fm.copyItem(at: Self.unit, to: root.appendingPathComponent("etc/systemd/system/gatewayd.service"))
