@@ -1,9 +1,9 @@
 // swift-tools-version:6.1
+// Linux (glibc) only: no Apple platform is declared or tested.
 import PackageDescription
 
 let package = Package(
     name: "gatewayd",
-    platforms: [.macOS(.v15)],
     products: [
         .library(name: "Rewriter", targets: ["Rewriter"]),
         .library(name: "Gateway", targets: ["Gateway"]),

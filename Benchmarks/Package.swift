@@ -5,7 +5,6 @@ import PackageDescription
 
 let package = Package(
     name: "gatewayd-benchmarks",
-    platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "gatewayd", path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),

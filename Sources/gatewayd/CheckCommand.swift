@@ -3,7 +3,14 @@ import Gateway
 
 struct CheckCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "check", abstract: "Validate a config file; list every problem with its line.")
+        commandName: "check", abstract: "Validate a config file; list every problem with its line.",
+        discussion: """
+            Prints `FILE: OK (...)` and exits 0, or prints every problem as \
+            file:line:column: key.path: message and exits 1. Warnings (a validator that makes a \
+            retry condition unreachable) are printed and do not fail the check.
+
+            Example: gatewayd check -c /etc/gatewayd/gatewayd.yaml
+            """)
 
     @OptionGroup var options: ConfigOption
 

@@ -7,6 +7,24 @@ struct GatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatewayd",
         abstract: "An HTTP gateway that translates convenience parameters for legacy services.",
+        discussion: """
+            Without a command, `run`. Exit status: 0 after a clean stop, 1 when the config or a \
+            listener cannot be used (every problem is printed as file:line:column: key: message), \
+            64 for a command line it does not understand.
+
+            Signals (run): SIGHUP reloads the config (a config that fails keeps the old one \
+            serving); SIGUSR1 reopens the access log's file; SIGTERM and SIGINT drain (calls in \
+            flight get limits.drain_timeout), a second one exits at once.
+
+            The admin endpoint (admin.address, 127.0.0.1:9901 in the default config) serves \
+            /healthz, /readyz, /metrics, /config, /routes and POST /reload.
+
+            Examples:
+              gatewayd run -c /etc/gatewayd/gatewayd.yaml
+              gatewayd check -c gatewayd.yaml
+              gatewayd explain -d 'keywords=swift' POST /search
+              gatewayd routes
+            """,
         version: GatewayVersion.current,
         subcommands: [RunCommand.self, CheckCommand.self, ExplainCommand.self, RoutesCommand.self],
         defaultSubcommand: RunCommand.self

@@ -9,7 +9,16 @@ import Prometheus
 import ServiceLifecycle
 
 struct RunCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "run", abstract: "Run the gateway.")
+    static let configuration = CommandConfiguration(
+        commandName: "run", abstract: "Run the gateway.",
+        discussion: """
+            Serves until SIGTERM or SIGINT, then drains. SIGHUP reloads the config; SIGUSR1 \
+            reopens the access log's file. Under systemd (Type=notify) it reports READY, \
+            RELOADING, STOPPING and the watchdog. Exits 0 after a clean stop, 1 when the config \
+            or a listener cannot be used.
+
+            Example: gatewayd run -c /etc/gatewayd/gatewayd.yaml --event-loops 2
+            """)
 
     @OptionGroup var options: ConfigOption
 
