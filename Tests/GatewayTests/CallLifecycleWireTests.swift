@@ -85,14 +85,11 @@ import Testing
         let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("slow".utf8), delay: .milliseconds(100)) }
         let upstreamPort = try await upstream.start()
         defer { Task { await upstream.stop() } }
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("gatewayd-rapid-reset-\(getpid()).yaml")
-        try """
+        let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {app: {url: "http://127.0.0.1:\(upstreamPort)", max_connections: 2}}
             routes: [{name: app, upstream: app}]
-            """.write(to: config, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: config) }
-        let gateway = try SpawnedGateway(config: config.path)
+            """)
         defer { gateway.stop() }
 
         // Connections one after another, each 1,000 HEADERS + RST_STREAM(CANCEL)
@@ -173,14 +170,11 @@ import Testing
     }
 
     @Test func aFailedTryTellsTheClientLittleAndTheLogEverything() async throws {
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("gatewayd-reason-\(getpid()).yaml")
-        try """
+        let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {down: {url: "http://127.0.0.1:1"}}
             routes: [{name: down, upstream: down}]
-            """.write(to: config, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: config) }
-        let gateway = try SpawnedGateway(config: config.path)
+            """)
         defer { gateway.stop() }
         let body = try curl(["-s", "http://127.0.0.1:\(gateway.port)/x"]).text
         #expect(body.contains(#""detail":"upstream down: could not connect""#), "\(body)")
@@ -197,14 +191,11 @@ import Testing
         let upstream = RecordingUpstream { _ in .cutShort(bodyPrefix: Array("partial".utf8), declaredLength: 100) }
         let upstreamPort = try await upstream.start()
         defer { Task { await upstream.stop() } }
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("gatewayd-cut-\(getpid()).yaml")
-        try """
+        let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {app: {url: "http://127.0.0.1:\(upstreamPort)"}}
             routes: [{name: app, upstream: app}]
-            """.write(to: config, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: config) }
-        let gateway = try SpawnedGateway(config: config.path)
+            """)
         defer { gateway.stop() }
         #expect(try curl(["-s", "http://127.0.0.1:\(gateway.port)/cut"]).status == 18)  // CURLE_PARTIAL_FILE
         // The gateway closes the client's connection after the cut; the line

@@ -9,14 +9,11 @@ import Testing
     func peakGrowth(through upstream: RecordingUpstream, _ body: (SpawnedGateway) throws -> Void) async throws -> Int {
         let upstreamPort = try await upstream.start()
         defer { Task { await upstream.stop() } }
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("stream-\(getpid())-\(upstreamPort).yaml")
-        try """
+        let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {other: {url: "http://127.0.0.1:\(upstreamPort)"}}
             routes: [{name: pass, upstream: other}]
-            """.write(to: config, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: config) }
-        let gateway = try SpawnedGateway(config: config.path)
+            """)
         defer { gateway.stop() }
         let before = try gateway.residentBytes()
         try body(gateway)
@@ -78,15 +75,12 @@ import Testing
         let upstream = RecordingUpstream(keepBodies: false)
         let port = try await upstream.start()
         defer { Task { await upstream.stop() } }
-        let config = FileManager.default.temporaryDirectory.appendingPathComponent("leak-\(getpid())-\(port).yaml")
-        try """
+        let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             logging: {access_log: false}
             upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
             routes: [{name: app, upstream: app}]
-            """.write(to: config, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: config) }
-        let gateway = try SpawnedGateway(config: config.path)
+            """)
         defer { gateway.stop() }
         func load(_ requests: Int) async throws {
             let out = try await runPeerDetached("/usr/bin/h2load", ["-n", "\(requests)", "-c", "8", "-m", "8", "http://127.0.0.1:\(gateway.port)/x"]).text

@@ -45,6 +45,21 @@ final class SpawnedGateway: @unchecked Sendable {
         port = found!
     }
 
+    /// The config written to a file of its own, removed when the gateway stops.
+    convenience init(yaml: String, environment: [String: String] = [:]) throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("gatewayd-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).yaml")
+        try yaml.write(to: file, atomically: true, encoding: .utf8)
+        do {
+            try self.init(config: file.path, environment: environment)
+        } catch {
+            try? FileManager.default.removeItem(at: file)
+            throw error
+        }
+        ownedConfig = file
+    }
+
+    private var ownedConfig: URL?
+
     /// Everything the process wrote to standard error so far.
     var log: String { output.withLockedValue { $0 } }
 
@@ -77,6 +92,7 @@ final class SpawnedGateway: @unchecked Sendable {
             process.terminate()
             process.waitUntilExit()
         }
+        if let ownedConfig { try? FileManager.default.removeItem(at: ownedConfig) }
     }
 }
 
