@@ -89,8 +89,8 @@ upstream_port, upstream_h2_port = free_port(), free_port()
 ports = {name: free_port() for name in ["nginx", "haproxy", "nghttpx", "gatewayd"]}
 # What operators run: access logs on (gatewayd's default config, nginx buffered,
 # HAProxy httplog), and two workers on this machine's two cores.
-extra_ports = {name: free_port() for name in ["gatewayd log on", "nginx log on", "haproxy log on", "gatewayd 2 loops",
-                                              "nginx 2 workers", "haproxy 2 threads"]}
+extra_ports = {name: free_port() for name in ["gatewayd log on", "gatewayd metrics on", "nginx log on", "haproxy log on",
+                                              "gatewayd 2 loops", "nginx 2 workers", "haproxy 2 threads"]}
 
 nginx_common = f"""worker_processes %s; daemon off; pid {work}/%s.pid; error_log {work}/%s.err warn;
 events {{ worker_connections 4096; }}
@@ -134,9 +134,11 @@ backend be
 """)
 
 
-def gateway_conf(name, port, access_log="false"):
+def gateway_conf(name, port, access_log="false", admin=False):
+    # Metrics are kept only when an admin endpoint can serve them.
     return write(name + ".yaml", f"""listeners: [{{address: 127.0.0.1:{port}, protocols: [http1, h2c]}}]
 logging: {{access_log: {access_log}}}
+{f"admin: {{address: 127.0.0.1:{free_port()}}}" if admin else ""}
 upstreams: {{up: {{url: "http://127.0.0.1:{upstream_port}", max_connections: 128}}}}
 routes:
   - {{name: rewrite, match: {{path: /rewrite}}, upstream: up, rewrite: {{method: GET, encoding: query}}}}
@@ -161,9 +163,11 @@ try:
                                      "--no-via", "--no-location-rewrite", "--errorlog-file=/dev/null", "--accesslog-file=/dev/null",
                                      "--backend-keep-alive-timeout=30s", "--conf=/dev/null"]),
         "gatewayd": start("gatewayd", [GATEWAYD, "run", "-c", gateway_conf("gatewayd", ports["gatewayd"]), "--event-loops", LOOPS]),
-        # The default config (access log on, to stderr: a file here, journald in production), metrics on.
-        "gatewayd log on": start("gatewayd-log", [GATEWAYD, "run", "-c", gateway_conf("gatewayd-log", extra_ports["gatewayd log on"], "true"),
-                                                  "--event-loops", LOOPS]),
+        # The default config: access log on (to stderr: a file here, journald in production), metrics on.
+        "gatewayd log on": start("gatewayd-log", [GATEWAYD, "run", "-c", gateway_conf("gatewayd-log", extra_ports["gatewayd log on"], "true",
+                                                                                     admin=True), "--event-loops", LOOPS]),
+        "gatewayd metrics on": start("gatewayd-metrics", [GATEWAYD, "run", "-c", gateway_conf(
+            "gatewayd-metrics", extra_ports["gatewayd metrics on"], admin=True), "--event-loops", LOOPS]),
         "nginx log on": start("nginx-log", ["nginx", "-p", work, "-c", nginx_conf(
             "nginx-log", extra_ports["nginx log on"], log=f"{work}/nginx-access.log combined buffer=64k flush=1s")]),
         "haproxy log on": start("haproxy-log", ["haproxy", "-db", "-f", haproxy_conf("haproxy-log", extra_ports["haproxy log on"], log=True)]),
@@ -202,10 +206,11 @@ try:
     suites = [
         ("HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports}),
         ("h2c (h2load -c16 -m10)", run_h2, {"direct": upstream_h2_port, **{k: v for k, v in ports.items() if k != "nginx"}}),
-        ("HTTP/1.1, access logs on (gatewayd's default config; nginx buffer=64k flush=1s; HAProxy option httplog)", run_h1,
-         {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"],
+        ("HTTP/1.1, access logs on (gatewayd's default config: log and metrics on; nginx buffer=64k flush=1s; HAProxy option httplog)", run_h1,
+         {"gatewayd": ports["gatewayd"], "gatewayd metrics on": extra_ports["gatewayd metrics on"],
+          "gatewayd log on": extra_ports["gatewayd log on"],
           "nginx": extra_ports["nginx log on"], "haproxy": extra_ports["haproxy log on"]}),
-        ("h2c, access log on", run_h2, {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"]}),
+        ("h2c, access log and metrics on", run_h2, {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"]}),
         ("HTTP/1.1, two workers (gatewayd --event-loops 2, nginx worker_processes auto, HAProxy nbthread 2)", run_h1,
          {"gatewayd": extra_ports["gatewayd 2 loops"], "nginx": extra_ports["nginx 2 workers"], "haproxy": extra_ports["haproxy 2 threads"]}),
     ]
@@ -231,9 +236,12 @@ try:
             rss = "—" if server is None else f"{idle:.0f} / {rss_mib(server):.0f}"
             print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rss} | {ratio('direct')} | {ratio('nginx')} | "
                   f"{ratio('haproxy')} | {failed:.0f} |")
-        if "gatewayd log on" in med:
-            print(f"\ngatewayd with its access log on ÷ off: CPU per request {med['gatewayd log on'][3] / med['gatewayd'][3]:.2f}, "
-                  f"req/s {med['gatewayd log on'][0] / med['gatewayd'][0]:.2f}")
+        cpu = lambda row: med[row][3]
+        for row, base, what in [("gatewayd metrics on", "gatewayd", "metrics on ÷ off"),
+                                ("gatewayd log on", "gatewayd metrics on", "access log on ÷ off (metrics on in both)"),
+                                ("gatewayd log on", "gatewayd", "default config (log and metrics on) ÷ both off")]:
+            if row in med and base in med:
+                print(f"gatewayd, {what}: CPU per request {cpu(row) / cpu(base):.2f}, req/s {med[row][0] / med[base][0]:.2f}")
 
     # gatewayd's own routes: pass-through, a rewrite (10-key JSON body -> GET
     # query string), and a retrying route whose every try gets 503 (one retry per call).

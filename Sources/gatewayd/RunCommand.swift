@@ -43,7 +43,8 @@ struct RunCommand: AsyncParsableCommand {
         var logger = Logger(label: "gatewayd")
         logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
         let registry = PrometheusCollectorRegistry()
-        let factory = PrometheusMetricsFactory(registry: registry)
+        // Metrics are read only through the admin endpoint: without one, none are kept.
+        let factory: any MetricsFactory = config.admin == nil ? NOOPMetricsHandler.instance : PrometheusMetricsFactory(registry: registry)
         MetricsSystem.bootstrap(factory)
 
         let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: eventLoops ?? System.coreCount)
