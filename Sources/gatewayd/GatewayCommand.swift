@@ -35,7 +35,7 @@ extension GatewayCommand {
     /// A first argument that names no command would otherwise be read as an
     /// argument of `run`, the default, and refused with run's usage.
     static func main() async {
-        let names = configuration.subcommands.map { $0._commandName } + ["help"]
+        let names = configuration.subcommands.compactMap { $0.configuration.commandName } + ["help"]
         if let first = CommandLine.arguments.dropFirst().first, !first.hasPrefix("-"), !names.contains(first) {
             printError("gatewayd: unknown command '\(first)'; the commands are \(names.dropLast().joined(separator: ", ")) (see gatewayd --help)")
             Foundation.exit(64)  // EX_USAGE

@@ -42,11 +42,6 @@ struct ExchangeStateMachine<Instant: InstantProtocol>: Sendable where Instant.Du
         }
     }
 
-    var isReading: Bool {
-        if case .exchanging(true, _, _) = phase { return true }
-        return false
-    }
-
     /// The connection is up: a request head must come within `timeout`.
     mutating func connectionStarted(now: Instant, headerTimeout: Duration) -> Instant {
         wait(now.advanced(by: headerTimeout))

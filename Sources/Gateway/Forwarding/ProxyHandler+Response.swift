@@ -122,7 +122,6 @@ extension ProxyHandler {
         if !call.keepAlive || exchange.quiescing { head.headers.set("Connection", "close") }
         machine.responseHeadForwarded()
         call.perTryTimer?.cancel()
-        log.upstreamStatus = Int(head.status.code)
         client.write(.head(head))
     }
 

@@ -123,7 +123,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             exchange.requestHead()
             shared = slot.context
             log = AccessLog.Entry(client: client.peerAddress, proto: protocolName(head.version), method: head.method.rawValue,
-                                  target: head.uri, userAgent: head.headers["User-Agent"])
+                                  target: head.uri, userAgent: shared.accessLog == nil ? nil : head.headers["User-Agent"])
             routeMetrics = nil
             received(head)
         case .body(let buffer):
