@@ -23,7 +23,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
-        // libnghttp2 (Debian's libnghttp2-dev), for tests that speak HTTP/2 frames directly.
+        // libnghttp2 (Debian's libnghttp2-dev): both HTTP/2 legs, and the tests' independent frame client.
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         // Pure translation: imports nothing outside the standard library.
         .target(name: "Rewriter"),
@@ -31,6 +31,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "Rewriter",
+                "CNGHTTP2",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -93,14 +94,13 @@ let package = Package(
 for (name, dependencies) in [
     ("FuzzHTTP1Request", ["Gateway", "NIOCore"]), ("FuzzHTTP1Response", ["Gateway", "NIOCore", "NIOHTTP1"]),
     ("FuzzHeadWriter", ["Gateway", "NIOCore", "Rewriter"]), ("FuzzJSON", ["Rewriter"]), ("FuzzQuery", ["Rewriter"]),
-    ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway", "NIOHPACK"]),
+    ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,
         dependencies: dependencies.map { dependency -> Target.Dependency in
             switch dependency {
             case "Gateway", "Rewriter": .target(name: dependency)
-            case "NIOHPACK": .product(name: dependency, package: "swift-nio-http2")
             default: .product(name: dependency, package: "swift-nio")
             }
         },

@@ -47,15 +47,17 @@ import Testing
         let upstream = RecordingUpstream()
         let gateway = try await Self.gateway(try await upstream.start())
         defer { Task { await gateway.stop(); await upstream.stop() } }
-        for value in ["05", "5, 5", "5"] {
+        for value in ["05", "5"] {
             #expect(try Self.h2Post(port: gateway.port, length: value, body: Array("hello".utf8)) == nil, "'\(value)'")
         }
+        // libnghttp2 reads an HTTP/2 Content-Length as digits only: a list, even of equal values, resets the stream.
+        #expect(try Self.h2Post(port: gateway.port, length: "5, 5", body: Array("hello".utf8)) == NGHTTP2_PROTOCOL_ERROR.rawValue)
         for fields in ["Content-Length: 5\r\nContent-Length: 5", "Content-Length: 5, 5", "Content-Length: 005"] {
             let response = try rawExchange(port: gateway.port, Array("POST /upload HTTP/1.1\r\nHost: a\r\n\(fields)\r\nConnection: close\r\n\r\nhello".utf8))
             #expect(response.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(fields)")
         }
         let requests = upstream.requests
-        #expect(requests.count == 6)
+        #expect(requests.count == 5)
         for request in requests {
             #expect(request.header("Content-Length") == ["5"], "\(request.headers)")
             #expect(request.body == Array("hello".utf8))

@@ -69,18 +69,18 @@ import Testing
         let client = try NGHTTP2Client(port: gateway.port)
         let missingPath = client.encodeHeaderBlock([(":method", "GET"), (":scheme", "http"), (":authority", "a")])
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 1, payload: missingPath))
-        client.run { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 } }
+        client.readRaw(seconds: 5) { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 } }
         #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 && $0.errorCode == NGHTTP2_PROTOCOL_ERROR.rawValue })
         // A well-formed request on the same connection still gets its answer.
         let valid = client.encodeHeaderBlock([(":method", "GET"), (":path", "/after"), (":scheme", "http"), (":authority", "a")])
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 3, payload: valid))
-        client.run { $0.rawFrames.contains { $0.type == 0x0 && $0.stream == 3 } }
+        client.readRaw(seconds: 5) { $0.rawFrames.contains { $0.type == 0x0 && $0.stream == 3 } }
         #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == 3 })
         #expect(client.rawFrames.contains { $0.type == 0x0 && $0.stream == 3 })
         // Two Host fields in place of :authority: refused the same way.
         let twoHosts = client.encodeHeaderBlock([(":method", "GET"), (":path", "/x"), (":scheme", "http"), ("host", "a"), ("host", "b")])
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 5, payload: twoHosts))
-        client.run { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 5 } }
+        client.readRaw(seconds: 5) { $0.rawFrames.contains { $0.type == 0x3 && $0.stream == 5 } }
         #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == 5 && $0.errorCode == NGHTTP2_PROTOCOL_ERROR.rawValue })
         #expect(!client.rawFrames.contains { $0.type == 0x7 })
     }
@@ -113,11 +113,12 @@ import Testing
             [(":method", "GET"), (":scheme", "http"), (":authority", "a"), (":path", "/a b")],
             [(":method", "GET"), (":scheme", "http"), (":authority", "a b"), (":path", "/")],
             [(":method", "CONNECT"), (":authority", "a:443")],
+            base + [("", "x")],
         ]
         var stream: UInt32 = 1
         for block in malformed {
             client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: stream, payload: client.encodeHeaderBlock(block)))
-            client.run { [stream] in $0.rawFrames.contains { $0.type == 0x3 && $0.stream == stream } }
+            client.readRaw(seconds: 5) { [stream] in $0.rawFrames.contains { $0.type == 0x3 && $0.stream == stream } }
             #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == stream && $0.errorCode == NGHTTP2_PROTOCOL_ERROR.rawValue },
                     "\(block)")
             #expect(!client.rawFrames.contains { $0.type == 0x1 && $0.stream == stream }, "\(block)")
@@ -128,14 +129,14 @@ import Testing
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: stream, payload: post)
             + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: stream, payload: Array("x".utf8))
             + NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: stream, payload: client.encodeHeaderBlock([(":path", "/t")])))
-        client.run { [stream] in $0.rawFrames.contains { $0.type == 0x3 && $0.stream == stream } }
+        client.readRaw(seconds: 5) { [stream] in $0.rawFrames.contains { $0.type == 0x3 && $0.stream == stream } }
         #expect(client.rawFrames.contains { $0.type == 0x3 && $0.stream == stream && $0.errorCode == NGHTTP2_PROTOCOL_ERROR.rawValue })
         #expect(!client.rawFrames.contains { $0.type == 0x1 && $0.stream == stream })
         // What is allowed: TE: trailers, and values with any other byte.
         stream += 2
         let valid = client.encodeHeaderBlock(base + [("te", "trailers"), ("x-a", "ä\tb")])
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: stream, payload: valid))
-        client.run { [stream] in $0.rawFrames.contains { $0.type == 0x0 && $0.stream == stream } }
+        client.readRaw(seconds: 5) { [stream] in $0.rawFrames.contains { $0.type == 0x0 && $0.stream == stream } }
         #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == stream })
         #expect(!client.rawFrames.contains { $0.type == 0x3 && $0.stream == stream })
         // A body ended by well-formed trailers is answered too.
@@ -143,7 +144,7 @@ import Testing
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: stream, payload: post)
             + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: stream, payload: Array("x".utf8))
             + NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: stream, payload: client.encodeHeaderBlock([("x-checksum", "abc")])))
-        client.run { [stream] in $0.rawFrames.contains { $0.type == 0x0 && $0.stream == stream } }
+        client.readRaw(seconds: 5) { [stream] in $0.rawFrames.contains { $0.type == 0x0 && $0.stream == stream } }
         #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == stream })
         #expect(!client.rawFrames.contains { $0.type == 0x3 && $0.stream == stream })
         #expect(!client.rawFrames.contains { $0.type == 0x7 })
@@ -194,5 +195,63 @@ import Testing
         #expect(client.goAwayCode == NGHTTP2_NO_ERROR.rawValue)
         #expect(ContinuousClock.now - start >= .milliseconds(250))
         #expect(client.sessionFinished)
+    }
+
+    /// SETTINGS_MAX_CONCURRENT_STREAMS is 256: a client that opens more
+    /// before it acknowledged the setting gets REFUSED_STREAM for each one
+    /// past it (safe to retry: RFC 9113 §8.7), and the connection serves on.
+    @Test func streamsPastTheConcurrencyLimitAreRefused() async throws {
+        let gateway = try await GatewayHarness.start(Self.yaml)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let open = client.encodeHeaderBlock([(":method", "POST"), (":path", "/wait"), (":scheme", "http"), (":authority", "a")])
+        // 300 requests whose bodies never come: each holds its stream open.
+        client.sendRaw((0..<300).flatMap { NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: UInt32(2 * $0 + 1), payload: open) })
+        client.readRaw(seconds: 5) { $0.rawFrames.filter { $0.type == 0x3 }.count >= 44 }
+        let refused = client.rawFrames.filter { $0.type == 0x3 && $0.errorCode == NGHTTP2_REFUSED_STREAM.rawValue }.map(\.stream)
+        #expect(refused == Array(stride(from: UInt32(513), through: 599, by: 2)))
+        #expect(!client.rawFrames.contains { $0.type == 0x7 })
+    }
+
+    /// A header block past limits.max_header_bytes is answered 431 on its
+    /// own stream; the connection serves on.
+    @Test func aHeaderBlockPastTheLimitGets431() async throws {
+        let gateway = try await GatewayHarness.start(Self.yaml + "\nlimits: {max_header_bytes: 4096}")
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let big = client.submit(method: "GET", path: "/big", headers: [("x-big", String(repeating: "b", count: 5000))])
+        client.run { $0.responses[big]?.closed == true }
+        #expect(client.responses[big]?.status == "431")
+        let problem = String(decoding: client.responses[big]?.body ?? [], as: UTF8.self)
+        #expect(problem.contains("urn:gatewayd:problem:headers-too-large"))
+        let small = client.submit(method: "GET", path: "/small")
+        client.run { $0.responses[small]?.closed == true }
+        #expect(client.responses[small]?.status == "200")
+        #expect(client.goAwayCode == nil)
+    }
+
+    /// Drain: GOAWAY(NO_ERROR) naming the last stream taken, the stream in
+    /// flight answered whole, then the connection closes.
+    @Test func drainLetsTheStreamsInFlightFinish() async throws {
+        let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("done".utf8), delay: .milliseconds(1500)) }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0, protocols: [h2c]}]
+            upstreams: {up: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes: [{name: pass, upstream: up}]
+            """)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let slow = client.submit(method: "GET", path: "/slow")
+        client.run(seconds: 2) { _ in upstream.requests.count == 1 }
+        let drained = Task { await gateway.server.drain(timeout: .seconds(10)) }
+        client.run(seconds: 5) { $0.responses[slow]?.closed == true }
+        #expect(client.responses[slow]?.status == "200")
+        #expect(String(decoding: client.responses[slow]?.body ?? [], as: UTF8.self) == "done")
+        #expect(client.goAwayCode == NGHTTP2_NO_ERROR.rawValue)
+        #expect(client.goAwayLastStreamIDs.last == UInt32(slow))
+        #expect(client.closedByServer(within: 3))
+        #expect(await drained.value)
     }
 }

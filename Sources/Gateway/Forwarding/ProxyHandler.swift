@@ -120,11 +120,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func process(_ part: RequestPart) {
         switch part {
         case .head(let head):
-            exchange.requestHead()
-            shared = slot.context
-            log = AccessLog.Entry(client: client.peerAddress, proto: protocolName(head.version), method: head.method.rawValue,
-                                  target: head.uri, userAgent: shared.accessLog == nil ? nil : head.headers["User-Agent"])
-            routeMetrics = nil
+            begin(head)
             received(head)
         case .body(let buffer):
             if streaming != nil {
@@ -150,6 +146,21 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 handleBuffered(head)
             }
         }
+    }
+
+    private func begin(_ head: RequestHead) {
+        exchange.requestHead()
+        shared = slot.context
+        log = AccessLog.Entry(client: client.peerAddress, proto: protocolName(head.version), method: head.method.rawValue,
+                              target: head.uri, userAgent: shared.accessLog == nil ? nil : head.headers["User-Agent"])
+        routeMetrics = nil
+    }
+
+    /// A request refused before it was read whole (an HTTP/2 header block
+    /// past the limit): answered and logged as any other.
+    func refuse(_ head: RequestHead, _ problem: Problem) {
+        begin(head)
+        respond(problem, to: head, close: true)
     }
 
     func received(_ head: consuming RequestHead) {

@@ -3,7 +3,6 @@ import Logging
 import NIOCore
 import NIOExtras
 import NIOHTTP1
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
@@ -292,7 +291,6 @@ public actor GatewayServer: Service {
     }
 
     static func configure(_ channel: Channel, http2: Bool, slot: ListenerSlot) throws {
-        let shared = slot.context
         let pipeline = channel.pipeline.syncOperations
         guard http2 else {
             // Requests read and answers written as bytes by one handler: no
@@ -302,40 +300,7 @@ public actor GatewayServer: Service {
             try pipeline.addHandler(HTTP1ConnectionHandler(slot: slot, channel: channel))
             return
         }
-        var connection = NIOHTTP2Handler.ConnectionConfiguration()
-        // Request and trailer blocks are checked where they are read
-        // (HTTPRequestHead(http2:)), answer blocks are built from fields our
-        // HTTP/1.1 parser already checked: validating each block a second
-        // time cost ~4% of an h2c call.
-        connection.headerBlockValidation = .disabled
-        connection.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 256),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: shared.config.limits.maxHeaderBytes),
-        ]
-        // swift-nio-http2's own connection manager: GOAWAY once idle for
-        // `idle_timeout`; a keepalive PING every `idle_timeout` closes a peer
-        // that stops answering (one that ignored the GOAWAY, or vanished).
-        let idleTime = shared.config.limits.idleTimeout.timeAmount
-        let manager = NIOHTTP2ServerConnectionManagementHandler(
-            eventLoop: channel.eventLoop,
-            configuration: .init(maxIdleTime: idleTime, maxAge: nil, maxGraceTime: idleTime,
-                                 keepalive: .init(pingInterval: idleTime, ackTimeout: min(idleTime, .seconds(20)))))
-        // Frames, not child channels: HTTP2StreamsHandler serves streams inline.
-        // Rapid reset is counted by HTTP2StreamsHandler (ResetRateLimit), whose
-        // GOAWAY names the last stream processed; swift-nio-http2's would name 0,
-        // so its own limit is set past ours. (Not .max: it sizes a buffer by it,
-        // which AddressSanitizer caught overflowing.)
-        var streams = NIOHTTP2Handler.StreamConfiguration()
-        streams.streamResetFrameRateLimit.maximumCount = 2 * ResetRateLimit.limit
-        streams.streamResetFrameRateLimit.windowLength = ResetRateLimit.window
-        try pipeline.addHandler(NIOHTTP2Handler(mode: .server, frameDelegate: CloseAfterErrorGoAway(channel: channel),
-                                                connectionConfiguration: connection, streamConfiguration: streams))
-        try pipeline.addHandler(HTTP2StreamsHandler(slot: slot))
-        try pipeline.addHandler(manager)
-        try pipeline.addHandler(DeferredFlushHandler(), position: .first)
-        // Added after the preface or the TLS handshake, the manager would never
-        // see channelActive, which starts its idle and keepalive timers.
-        if channel.isActive { try pipeline.context(handlerType: NIOHTTP2Handler.self).fireChannelActive() }
+        try pipeline.addHandler(HTTP2ServerHandler(slot: slot))
     }
 }
 

@@ -1,0 +1,229 @@
+import CNGHTTP2
+import NIOCore
+import NIOHTTP1
+
+/// One HTTP/2 stream as its call sees it: the request's fields and DATA
+/// arrive from the connection's session; the response is queued here and
+/// taken by libnghttp2 as the peer's windows allow (`readBody`). Reading
+/// pauses by not consuming what arrived, which keeps the stream's window
+/// shut. Lives until the stream closes; afterwards writes go nowhere.
+final class HTTP2ServerStream: ClientSide {
+    let id: Int32
+    /// Holds the connection's handler until the stream closes (then the
+    /// connection lets go of this stream, which breaks the cycle).
+    private let connection: HTTP2ServerHandler
+    /// The stream's call; dropped when the stream closes.
+    var proxy: ProxyHandler?
+    let eventLoop: EventLoop
+    let allocator: ByteBufferAllocator
+
+    private var open = true
+    private var request = HTTP2RequestHeadBuilder()
+    /// The header block's size as RFC 7541 §4.1 counts it.
+    private var headerBytes = 0
+    private var requestFraming = RequestFraming.none
+    private var requestEnded = false
+    private var reading = true
+    /// Bytes received while not reading: consumed (the window reopened) on resume.
+    private var unconsumed = 0
+
+    /// The response's head until it is submitted with what follows it known.
+    private var head: ResponseHead?
+    private var submitted = false
+    private var queue = CircularBuffer<ByteBuffer>()
+    private var queuedBytes = 0
+    private var responseEnded = false
+    private var trailers: HTTPHeaders?
+    /// libnghttp2 found the queue empty and waits for `resume`.
+    private var deferred = false
+
+    init(id: Int32, connection: HTTP2ServerHandler, context: ChannelHandlerContext) {
+        self.id = id
+        self.connection = connection
+        eventLoop = context.eventLoop
+        allocator = context.channel.allocator
+    }
+
+    var isActive: Bool { open }
+    var peerAddress: String { connection.peerAddress }
+    /// HTTP/2 names the authority in `:authority`; no absolute-form target arrives here.
+    var localAuthority: String { "" }
+    var carriesOneExchange: Bool { true }
+    func framing(of head: RequestHead) -> RequestFraming { requestFraming }
+    func wake(at when: NIODeadline) { connection.wake(at: when) }
+
+    /// Writable while what is queued fits in the windows the peer has
+    /// opened: a client that announced a 0 window gets nothing read ahead
+    /// from the upstream for it.
+    var isWritable: Bool { connection.isWritable && queuedBytes < connection.sendWindow(self) }
+
+    // MARK: The request
+
+    func header(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        headerBytes += name.count + value.count + 32
+        guard headerBytes <= connection.maxHeaderBytes else { return }
+        request.add(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+    }
+
+    /// The request's header block is complete: its call starts, or it is
+    /// refused (431 past the size limit; a malformed block resets the stream only).
+    func headersEnded(endStream: Bool) {
+        let proxy = ProxyHandler(slot: connection.slot, client: self)
+        guard headerBytes <= connection.maxHeaderBytes else {
+            self.proxy = proxy
+            proxy.shared.metrics.streams.increment()
+            requestEnded = endStream
+            return proxy.refuse(request.summary, .headersTooLarge("the header block exceeds limits.max_header_bytes (\(connection.maxHeaderBytes))"))
+        }
+        guard let head = request.head(), let framing = Self.framing(head, endStream: endStream) else {
+            connection.reset(self, code: NGHTTP2_PROTOCOL_ERROR)
+            return connection.needsSend()
+        }
+        request = HTTP2RequestHeadBuilder()
+        requestFraming = framing
+        self.proxy = proxy
+        proxy.shared.metrics.streams.increment()
+        proxy.process(.head(head))
+        if endStream { endRequest() }
+    }
+
+    private static func framing(_ head: RequestHead, endStream: Bool) -> RequestFraming? {
+        // The builder refused a Content-Length HTTP/1.1 would not read.
+        guard let length = (try? HTTP1RequestDecoder.contentLength(head.headers)) ?? nil else { return endStream ? RequestFraming.none : .streamed }
+        // RFC 9113 §8.1.1: a request that ends here has no body, whatever it declared.
+        return endStream && length != 0 ? nil : .length(length)
+    }
+
+    func received(_ bytes: UnsafeRawBufferPointer) {
+        guard let proxy, !requestEnded else { return connection.consume(self, bytes.count) }
+        if reading { connection.consume(self, bytes.count) } else { unconsumed += bytes.count }
+        proxy.process(.body(allocator.buffer(bytes: bytes)))
+    }
+
+    func endRequest() {
+        guard !requestEnded else { return }
+        requestEnded = true
+        proxy?.process(.end(nil))
+    }
+
+    func setReading(_ on: Bool) {
+        guard reading != on else { return }
+        reading = on
+        guard on, unconsumed > 0 else { return }
+        connection.consume(self, unconsumed)
+        unconsumed = 0
+        connection.needsSend()
+    }
+
+    // MARK: The response
+
+    func write(_ part: ResponsePart) {
+        guard open, !responseEnded else { return }
+        switch part {
+        case .head(let head) where head.status.code < 200:
+            // An interim response (100 Continue) goes out at once, as its own HEADERS.
+            connection.submitHeaders(self, HeaderBlock(response: head), endStream: false)
+        case .head(let head):
+            self.head = head
+        case .body(let buffer):
+            guard buffer.readableBytes > 0 else { return }
+            queuedBytes += buffer.readableBytes
+            queue.append(buffer)
+        case .end(let trailers):
+            self.trailers = trailers
+            end(close: false)
+        }
+    }
+
+    func flush() {
+        submit()
+        connection.needsSend()
+    }
+
+    /// Hands libnghttp2 what it can send: the head (with no DATA at all when
+    /// the whole response is a head), or more body for a deferred stream.
+    private func submit() {
+        if let head {
+            self.head = nil
+            submitted = true
+            let hasBody = !(responseEnded && queue.isEmpty && trailers == nil)
+            connection.submitResponse(self, HeaderBlock(response: head), body: hasBody)
+        } else if deferred, submitted, !queue.isEmpty || responseEnded {
+            deferred = false
+            connection.resume(self)
+        }
+    }
+
+    /// libnghttp2 asks for up to `buffer.count` bytes of DATA (what the
+    /// windows allow); the last bytes carry END_STREAM, or trailers follow.
+    func readBody(into buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyRead {
+        var copied = 0
+        while copied < buffer.count, var first = queue.first {
+            let count = min(first.readableBytes, buffer.count - copied)
+            first.withUnsafeReadableBytes { bytes in
+                UnsafeMutableRawBufferPointer(rebasing: buffer[copied..<(copied + count)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[..<count]))
+            }
+            first.moveReaderIndex(forwardBy: count)
+            copied += count
+            if first.readableBytes == 0 { queue.removeFirst() } else { queue[queue.startIndex] = first }
+        }
+        queuedBytes -= copied
+        if copied > 0, !responseEnded { connection.bodyDrained(self) }
+        guard queue.isEmpty, responseEnded else {
+            if copied > 0 { return .bytes(copied, end: false, trailers: false) }
+            deferred = true
+            return .deferred
+        }
+        if let trailers {
+            self.trailers = nil
+            connection.submitHeaders(self, HeaderBlock(trailers: trailers), endStream: true)
+            return .bytes(copied, end: true, trailers: true)
+        }
+        return .bytes(copied, end: true, trailers: false)
+    }
+
+    /// RFC 9113 §8.1: a response may end before the request did. The rest of
+    /// the request is then read and dropped for up to the call's `lingerTime`
+    /// and only then refused with RST_STREAM(NO_ERROR): some clients (curl
+    /// 7.88) fail a call whose stream is reset, even after a whole answer.
+    func end(close: Bool) {
+        guard open, !responseEnded else { return }
+        responseEnded = true
+        flush()
+        guard close, !requestEnded else { return }
+        setReading(true)
+        let lingerTime = proxy?.lingerTime ?? .seconds(5)
+        eventLoop.assumeIsolated().scheduleTask(in: lingerTime) { [weak self] in self?.stopLingering() }
+    }
+
+    private func stopLingering() {
+        guard open, !requestEnded else { return }
+        connection.reset(self, code: NGHTTP2_NO_ERROR)
+        connection.needsSend()
+    }
+
+    func close() {
+        guard open, !(responseEnded && requestEnded) else { return }
+        open = false
+        queue.removeAll()
+        connection.reset(self, code: NGHTTP2_CANCEL)
+        connection.needsSend()
+    }
+
+    func mayWriteAgain() {
+        if open, isWritable { proxy?.clientBecameWritable() }
+    }
+
+    /// The stream is over (both sides ended, reset, or the connection went):
+    /// what its call never read still counts against the connection's window.
+    func closed() {
+        open = false
+        queue.removeAll()
+        connection.consumeConnection(unconsumed)
+        unconsumed = 0
+        let proxy = self.proxy
+        self.proxy = nil
+        proxy?.shared.metrics.streams.decrement()
+        proxy?.detach()
+    }
+}
