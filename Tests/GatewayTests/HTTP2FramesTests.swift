@@ -246,7 +246,9 @@ import Testing
         let slow = client.submit(method: "GET", path: "/slow")
         client.run(seconds: 2) { _ in upstream.requests.count == 1 }
         let drained = Task { await gateway.server.drain(timeout: .seconds(10)) }
-        client.run(seconds: 5) { $0.responses[slow]?.closed == true }
+        // Suspended, not blocked: the drain starts on the test's threads.
+        try await Task.sleep(for: .milliseconds(200))
+        client.run(seconds: 5) { $0.responses[slow]?.closed == true && $0.goAwayLastStreamIDs.contains(UInt32(slow)) }
         #expect(client.responses[slow]?.status == "200")
         #expect(String(decoding: client.responses[slow]?.body ?? [], as: UTF8.self) == "done")
         #expect(client.goAwayCode == NGHTTP2_NO_ERROR.rawValue)

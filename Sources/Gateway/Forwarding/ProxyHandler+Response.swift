@@ -89,7 +89,7 @@ extension ProxyHandler {
             streaming = nil
         } else {
             streaming = state
-            if connection.channel.isWritable { setClientReading(true) }
+            if connection.isWritable { setClientReading(true) }
         }
         return true
     }

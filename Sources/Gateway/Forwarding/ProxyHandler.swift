@@ -348,7 +348,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         guard var state = streaming else { return }
         if state.connected, let connection = call?.connection {
             connection.sendBody(buffer)
-            if !connection.channel.isWritable { setClientReading(false) }
+            if !connection.isWritable { setClientReading(false) }
         } else if call != nil {
             state.pending.append(buffer)
             streaming = state

@@ -82,23 +82,59 @@ final class NGHTTP2Session {
 
     deinit { nghttp2_session_del(session) }
 
+    /// Inside `receive` or `flush`: libnghttp2 may not be entered again, so
+    /// output the delegate causes meanwhile waits for the call to return.
+    private(set) var busy = false
+    private var flushScheduled = false
+    /// The session is over and the channel closing: nothing more is read or sent.
+    private(set) var closing = false
+
     /// Feeds the peer's bytes; returns libnghttp2's result (negative: a
     /// fatal error, the connection must end).
     func receive(_ buffer: ByteBuffer) -> Int {
-        buffer.withUnsafeReadableBytes { bytes in
+        busy = true
+        defer { busy = false }
+        return buffer.withUnsafeReadableBytes { bytes in
             nghttp2_session_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
         }
     }
 
-    /// Appends every frame ready to go to `buffer`; false on a fatal error.
-    func send(into buffer: inout ByteBuffer) -> Bool {
+    /// Writes every frame ready to go in one write and flush. When the
+    /// session is finished (GOAWAY sent or received and no stream left, or a
+    /// fatal error), the channel closes once that is written; returns false then.
+    func flush(_ context: ChannelHandlerContext) -> Bool {
+        guard !busy, !closing else { return !closing }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        busy = true
+        var ok = true
         while true {
             var data: UnsafePointer<UInt8>?
             let count = nghttp2_session_mem_send(session, &data)
-            if count < 0 { return false }
-            if count == 0 { return true }
+            if count <= 0 {
+                ok = count == 0
+                break
+            }
             // Valid until the next mem_send: copied now.
             buffer.writeBytes(UnsafeRawBufferPointer(start: data, count: count))
+        }
+        busy = false
+        if buffer.readableBytes > 0 { context.writeAndFlush(NIOAny(buffer), promise: nil) }
+        guard ok, !isFinished else {
+            closing = true
+            context.eventLoop.assumeIsolated().execute { context.close(promise: nil) }
+            return false
+        }
+        return true
+    }
+
+    /// `flush` at the end of this event-loop tick, once (every stream has
+    /// written by then): one write for all of them.
+    func flushLater(_ context: ChannelHandlerContext, then done: @escaping () -> Void) {
+        guard !busy, !flushScheduled else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [self] in
+            flushScheduled = false
+            done()
         }
     }
 

@@ -21,13 +21,8 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     let maxHeaderBytes: Int
     private let idleTimeout: TimeAmount
 
-    /// Inside `session.receive` or `session.send`: output waits until it returns.
-    private var busy = false
-    /// Output submitted outside a read batch: sent once the tick's events are done.
-    private var sendScheduled = false
     /// Streams whose queued body went out: told after the send that they may write again.
     private var drained: [HTTP2ServerStream] = []
-    private var closing = false
 
     /// The streams' deadlines and the connection's idle and keepalive checks share one wake-up.
     private var timer = LazyTimer()
@@ -76,12 +71,10 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !closing else { return }
+        guard !session.closing else { return }
         lastRead = .now()
         pingSent = nil
-        busy = true
         let result = session.receive(unwrapInboundIn(data))
-        busy = false
         guard result >= 0 else { return failed(result) }
         // What the read produced goes out at the read batch's end (or this tick's, should that not come).
         needsSend()
@@ -108,29 +101,12 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
 
     /// A stream has output: sent at the end of this read batch, or of this tick.
     func needsSend() {
-        guard !busy, !sendScheduled, let context else { return }
-        sendScheduled = true
-        // Tasks run after the tick's I/O events: every stream has written by then.
-        context.eventLoop.assumeIsolated().execute { [self] in
-            sendScheduled = false
-            sendNow()
-        }
+        guard let context else { return }
+        session.flushLater(context) { [self] in sendNow() }
     }
 
     private func sendNow() {
-        guard let context, !busy, !closing else { return }
-        var buffer = context.channel.allocator.buffer(capacity: 0)
-        busy = true
-        let ok = session.send(into: &buffer)
-        busy = false
-        if buffer.readableBytes > 0 { context.writeAndFlush(wrapOutboundOut(buffer), promise: nil) }
-        guard ok, !session.isFinished else {
-            // GOAWAY sent and nothing left (a connection error, or idle or
-            // drained with no stream open): the connection ends once written.
-            closing = true
-            context.eventLoop.assumeIsolated().execute { context.close(promise: nil) }
-            return
-        }
+        guard let context, session.flush(context) else { return }
         let drained = self.drained
         self.drained = []
         for stream in drained { stream.mayWriteAgain() }
@@ -187,7 +163,9 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
 
     func streamClosed(stream id: Int32, errorCode: UInt32) {
         streams.removeValue(forKey: id)?.closed()
-        if streams.isEmpty { wake(at: .now() + idleTimeout) }
+        guard streams.isEmpty else { return }
+        finalGoAway()
+        wake(at: .now() + idleTimeout)
     }
 
     func readBody(stream id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyRead {
@@ -220,17 +198,28 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     }
 
     /// Drain (the listener quiesces): no new streams, those in flight finish.
-    /// The final GOAWAY follows the notice after a round trip's grace, so
-    /// requests already on their way are still served (RFC 9113 §6.8).
+    /// The final GOAWAY follows the notice after a round trip's grace (or
+    /// when the last stream ends), so requests already on their way are
+    /// still served and the client learns which were (RFC 9113 §6.8).
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        guard drain == .serving else { return }
+        drain = .noticeSent
         session.shutdownNotice()
         sendNow()
         context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) { [self] in
-            guard self.context != nil else { return }
-            session.goAway(lastStream: session.lastProcessedStream, code: NGHTTP2_NO_ERROR, terminate: false)
+            finalGoAway()
             sendNow()
         }
+    }
+
+    private enum Drain { case serving, noticeSent, done }
+    private var drain = Drain.serving
+
+    private func finalGoAway() {
+        guard drain == .noticeSent, context != nil else { return }
+        drain = .done
+        session.goAway(lastStream: session.lastProcessedStream, code: NGHTTP2_NO_ERROR, terminate: false)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

@@ -30,9 +30,8 @@ final class HTTP2ServerStream: ClientSide {
     /// The response's head until it is submitted with what follows it known.
     private var head: ResponseHead?
     private var submitted = false
-    private var queue = CircularBuffer<ByteBuffer>()
-    private var queuedBytes = 0
-    private var responseEnded = false
+    private var body = BodyQueue()
+    private var responseEnded: Bool { body.ended }
     private var trailers: HTTPHeaders?
     /// libnghttp2 found the queue empty and waits for `resume`.
     private var deferred = false
@@ -55,7 +54,7 @@ final class HTTP2ServerStream: ClientSide {
     /// Writable while what is queued fits in the windows the peer has
     /// opened: a client that announced a 0 window gets nothing read ahead
     /// from the upstream for it.
-    var isWritable: Bool { connection.isWritable && queuedBytes < connection.sendWindow(self) }
+    var isWritable: Bool { connection.isWritable && body.count < connection.sendWindow(self) }
 
     // MARK: The request
 
@@ -126,9 +125,7 @@ final class HTTP2ServerStream: ClientSide {
         case .head(let head):
             self.head = head
         case .body(let buffer):
-            guard buffer.readableBytes > 0 else { return }
-            queuedBytes += buffer.readableBytes
-            queue.append(buffer)
+            body.append(buffer)
         case .end(let trailers):
             self.trailers = trailers
             end(close: false)
@@ -146,9 +143,9 @@ final class HTTP2ServerStream: ClientSide {
         if let head {
             self.head = nil
             submitted = true
-            let hasBody = !(responseEnded && queue.isEmpty && trailers == nil)
+            let hasBody = !(responseEnded && body.isEmpty && trailers == nil)
             connection.submitResponse(self, HeaderBlock(response: head), body: hasBody)
-        } else if deferred, submitted, !queue.isEmpty || responseEnded {
+        } else if deferred, submitted, !body.isEmpty || responseEnded {
             deferred = false
             connection.resume(self)
         }
@@ -157,19 +154,9 @@ final class HTTP2ServerStream: ClientSide {
     /// libnghttp2 asks for up to `buffer.count` bytes of DATA (what the
     /// windows allow); the last bytes carry END_STREAM, or trailers follow.
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyRead {
-        var copied = 0
-        while copied < buffer.count, var first = queue.first {
-            let count = min(first.readableBytes, buffer.count - copied)
-            first.withUnsafeReadableBytes { bytes in
-                UnsafeMutableRawBufferPointer(rebasing: buffer[copied..<(copied + count)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[..<count]))
-            }
-            first.moveReaderIndex(forwardBy: count)
-            copied += count
-            if first.readableBytes == 0 { queue.removeFirst() } else { queue[queue.startIndex] = first }
-        }
-        queuedBytes -= copied
+        let copied = body.read(into: buffer)
         if copied > 0, !responseEnded { connection.bodyDrained(self) }
-        guard queue.isEmpty, responseEnded else {
+        guard body.isEmpty, responseEnded else {
             if copied > 0 { return .bytes(copied, end: false, trailers: false) }
             deferred = true
             return .deferred
@@ -188,7 +175,7 @@ final class HTTP2ServerStream: ClientSide {
     /// 7.88) fail a call whose stream is reset, even after a whole answer.
     func end(close: Bool) {
         guard open, !responseEnded else { return }
-        responseEnded = true
+        body.ended = true
         flush()
         guard close, !requestEnded else { return }
         setReading(true)
@@ -205,7 +192,7 @@ final class HTTP2ServerStream: ClientSide {
     func close() {
         guard open, !(responseEnded && requestEnded) else { return }
         open = false
-        queue.removeAll()
+        body.removeAll()
         connection.reset(self, code: NGHTTP2_CANCEL)
         connection.needsSend()
     }
@@ -218,7 +205,7 @@ final class HTTP2ServerStream: ClientSide {
     /// what its call never read still counts against the connection's window.
     func closed() {
         open = false
-        queue.removeAll()
+        body.removeAll()
         connection.consumeConnection(unconsumed)
         unconsumed = 0
         let proxy = self.proxy

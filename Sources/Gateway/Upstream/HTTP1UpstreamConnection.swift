@@ -78,6 +78,10 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
 
     func giveBack() { pool?.release(self) }
 
+    var isWritable: Bool { channel.isWritable }
+    func setReading(_ on: Bool) { readGate.set(open: on) }
+    func close() { channel.close(promise: nil) }
+
     /// Reused when both sides ended cleanly and nothing said close; an
     /// unfinished request body leaves the framing broken, so it closes.
     func responseEnded() {
@@ -99,8 +103,11 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
 }
 
 /// Reads an upstream HTTP/1.1 connection's responses from its bytes and
-/// hands them to the connection.
-final class HTTP1UpstreamHandler: UpstreamConnectionHandler {
+/// hands them to the connection; the end of a read batch and writability
+/// changes pass straight to it, and its reads pass the connection's gate.
+/// Holds its connection strongly: the pipeline is torn down when the
+/// channel closes, which ends the cycle.
+final class HTTP1UpstreamHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
 
@@ -135,4 +142,16 @@ final class HTTP1UpstreamHandler: UpstreamConnectionHandler {
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         connection.failed(.reset("\(error)"))
     }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        connection.readComplete()
+        context.fireChannelReadComplete()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        connection.writabilityChanged()
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) { connection.readGate.read(context: context) }
 }

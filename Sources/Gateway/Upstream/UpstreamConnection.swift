@@ -32,14 +32,17 @@ enum TryProgress: Sendable {
 /// multiplexed HTTP/2 connection (`HTTP2UpstreamStream`). Lives on its
 /// event loop only.
 protocol UpstreamConnection: AnyObject {
-    var channel: Channel { get }
     var upstream: String { get }
     /// `host:port` it is connected to, for the access log.
     var peerAddress: String { get }
     /// The exchange in flight, shared bookkeeping of both kinds.
     var exchange: UpstreamExchange { get set }
-    /// Holds `read()` while the client cannot take the response as fast.
-    var readGate: ReadGate { get }
+    /// Whether more of a streamed request body can go now.
+    var isWritable: Bool { get }
+    /// Back-pressure from a slow client: stop (or resume) reading the response.
+    func setReading(_ on: Bool)
+    /// Ends the connection (HTTP/1.1) or resets the stream (HTTP/2): its state is unknown.
+    func close()
     /// Sends the whole request (head, buffered body, end).
     func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate)
     /// Starts a request whose body follows part by part (`sendBody`, `sendEnd`).
@@ -113,7 +116,7 @@ extension UpstreamConnection {
     func failed(_ error: UpstreamError, responseArrived: Bool = false) {
         let progress = responseArrived ? .responseStarted : exchange.progress
         exchange.end()?.upstreamFailed(error, progress: progress)
-        channel.close(promise: nil)
+        close()
     }
 
     /// The channel is closed: an exchange in flight is cut short.
@@ -126,15 +129,12 @@ extension UpstreamConnection {
     /// in an unknown state and is closed, not reused.
     func abandon() {
         _ = exchange.end()
-        channel.close(promise: nil)
+        close()
     }
-
-    /// Back-pressure from a slow client: stop (or resume) reading the response.
-    func setReading(_ on: Bool) { readGate.set(open: on) }
 
     func readComplete() { exchange.delegate?.upstreamReadComplete() }
 
-    func writabilityChanged() { exchange.delegate?.upstreamWritabilityChanged(channel.isWritable) }
+    func writabilityChanged() { exchange.delegate?.upstreamWritabilityChanged(isWritable) }
 }
 
 /// Holds a channel's `read()` while its reader is paused: back-pressure
@@ -158,25 +158,3 @@ final class ReadGate {
     }
 }
 
-/// A channel handler that feeds an UpstreamConnection: the end of a read
-/// batch and writability changes pass straight to it, and its reads pass
-/// the connection's gate. Holds its connection strongly: the pipeline is
-/// torn down when the channel closes, which ends the cycle.
-protocol UpstreamConnectionHandler: ChannelDuplexHandler {
-    associatedtype Connection: UpstreamConnection
-    var connection: Connection { get }
-}
-
-extension UpstreamConnectionHandler {
-    func channelReadComplete(context: ChannelHandlerContext) {
-        connection.readComplete()
-        context.fireChannelReadComplete()
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        connection.writabilityChanged()
-        context.fireChannelWritabilityChanged()
-    }
-
-    func read(context: ChannelHandlerContext) { connection.readGate.read(context: context) }
-}

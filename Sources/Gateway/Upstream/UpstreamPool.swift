@@ -1,6 +1,5 @@
 import NIOCore
 import NIOHTTP1
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -18,7 +17,7 @@ final class UpstreamPool: @unchecked Sendable {
     private let slots: [String: Slot]
     /// HTTP/2 upstreams: one multiplexed connection per upstream per loop
     /// (being set up, or up); each call opens a stream on it.
-    private var sessions: [String: EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer>] = [:]
+    private var sessions: [String: EventLoopFuture<HTTP2UpstreamSession>] = [:]
     private var sessionChannels: [ObjectIdentifier: Channel] = [:]
 
     init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext]) {
@@ -72,9 +71,9 @@ final class UpstreamPool: @unchecked Sendable {
             return .waiting(nil)
         }
         if upstream.http2 {
-            openStream(upstream, url: url).assumeIsolated().whenComplete { result in
+            withSession(upstream, url: url) { result in
                 switch result {
-                case .success(let stream): if !waiter(.success(stream)) { stream.giveBack() }
+                case .success(let session): _ = waiter(.success(HTTP2UpstreamStream(session: session, upstream: upstream.name)))
                 case .failure(let error): _ = waiter(.failure(error))
                 }
             }
@@ -101,47 +100,46 @@ final class UpstreamPool: @unchecked Sendable {
         slots[upstream]?.state.cancel(id)
     }
 
-    private func openStream(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<HTTP2UpstreamStream> {
+    /// The upstream's multiplexed connection on this loop, made when there is
+    /// none; one whose GOAWAY came is replaced (once per call).
+    private func withSession(_ upstream: UpstreamConfig, url: UpstreamURL, replacing: Bool = false,
+                             _ body: @escaping (Result<HTTP2UpstreamSession, any Error>) -> Void) {
         let name = upstream.name
         let session = sessions[name] ?? connectHTTP2(upstream, url: url)
         sessions[name] = session
-        return session.flatMap { multiplexer in
-            multiplexer.createStreamChannel { stream in
-                stream.eventLoop.makeCompletedFuture {
-                    let connection = HTTP2UpstreamStream(channel: stream, upstream: name)
-                    try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: url.isTLS ? .https : .http))
-                    try stream.pipeline.syncOperations.addHandler(UpstreamStreamHandler(connection: connection))
-                }
+        session.assumeIsolated().whenComplete { [self] result in
+            if case .success(let made) = result, !made.acceptsStreams, !replacing {
+                if sessions[name] === session { sessions[name] = nil }
+                return withSession(upstream, url: url, replacing: true, body)
             }
-        }.flatMapThrowing { stream in
-            try stream.pipeline.syncOperations.handler(type: UpstreamStreamHandler.self).connection
-        }.flatMapErrorThrowing { error in
-            throw error as? UpstreamError ?? UpstreamError.refusedStream("\(url.authority): \(error)")
+            body(result)
         }
     }
 
     /// h2c by prior knowledge for http URLs, h2 by ALPN for https ones.
-    private func connectHTTP2(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer> {
+    private func connectHTTP2(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<HTTP2UpstreamSession> {
         let name = upstream.name
-        return connectChannel(upstream, url: url) { pipeline in
-            _ = try pipeline.configureHTTP2Pipeline(mode: .client, connectionConfiguration: .init(), streamConfiguration: .init()) {
-                stream in stream.close()  // an upstream does not open streams towards us
-            }
+        let scheme = url.isTLS ? "https" : "http"
+        var made: EventLoopFuture<HTTP2UpstreamSession>!
+        made = connectChannel(upstream, url: url) { pipeline in
+            try pipeline.addHandler(HTTP2UpstreamSession(upstream: name, scheme: scheme))
         }
         .assumeIsolated()
         .flatMapThrowing { [self] channel in
+            let session = try channel.pipeline.syncOperations.handler(type: HTTP2UpstreamSession.self)
             sessionChannels[ObjectIdentifier(channel)] = channel
             channel.closeFuture.assumeIsolated().whenComplete { [self] _ in
-                sessions[name] = nil
+                if sessions[name] === made { sessions[name] = nil }
                 sessionChannels[ObjectIdentifier(channel)] = nil
             }
-            return try channel.pipeline.syncOperations.handler(type: NIOHTTP2Handler.self).syncMultiplexer()
+            return session
         }
         .flatMapErrorThrowing { [self] error in
-            sessions[name] = nil
+            if sessions[name] === made { sessions[name] = nil }
             throw error
         }
         .nonisolated()
+        return made
     }
 
     /// A TCP connection on this loop with the upstream's connect timeout, TLS
