@@ -93,12 +93,15 @@ for (name, dependencies) in [
     ("FuzzHTTP1Request", ["Gateway", "NIOCore"]), ("FuzzHTTP1Response", ["Gateway", "NIOCore", "NIOHTTP1"]),
     ("FuzzHeadWriter", ["Gateway", "NIOCore", "Rewriter"]), ("FuzzJSON", ["Rewriter"]), ("FuzzQuery", ["Rewriter"]),
     ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway"]),
+    ("FuzzHTTP2Session", ["Gateway", "NIOCore", "NIOEmbedded", "Logging", "CoreMetrics"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,
         dependencies: dependencies.map { dependency -> Target.Dependency in
             switch dependency {
             case "Gateway", "Rewriter": .target(name: dependency)
+            case "Logging": .product(name: dependency, package: "swift-log")
+            case "CoreMetrics": .product(name: dependency, package: "swift-metrics")
             default: .product(name: dependency, package: "swift-nio")
             }
         },

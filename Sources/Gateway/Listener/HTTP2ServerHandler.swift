@@ -205,7 +205,8 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
         guard drain == .serving else { return }
         drain = .noticeSent
-        session.shutdownNotice()
+        // With no stream open the final GOAWAY goes at once, and the connection ends.
+        if streams.isEmpty { finalGoAway() } else { session.shutdownNotice() }
         sendNow()
         context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) { [self] in
             finalGoAway()
