@@ -17,7 +17,7 @@ struct GatewayCommand: AsyncParsableCommand {
             flight get limits.drain_timeout), a second one exits at once.
 
             The admin endpoint (admin.address, 127.0.0.1:9901 in the default config) serves \
-            /healthz, /readyz, /metrics, /config, /routes and POST /reload.
+            /healthz, /readyz, /metrics, /config, /routes, /upstreams and POST /reload.
 
             Examples:
               gatewayd run -c /etc/gatewayd/gatewayd.yaml

@@ -48,7 +48,7 @@ import Testing
             "t.yaml:4:44: limits.idle_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '1x'",
             "t.yaml:4:64: limits.max_body_bytes: expected an integer, found 'many'",
             "t.yaml:6:17: upstreams.legacy.url: expected http://host[:port][/path] or https://..., found 'ftp://x'",
-            "t.yaml:6:26: upstreams.legacy.max_conections: unknown key (known here: url, max_connections, connect_timeout, idle_timeout, http2, headers, tls)",
+            "t.yaml:6:26: upstreams.legacy.max_conections: unknown key (known here: url, endpoints, balance, health_check, outlier, max_pending, max_requests, max_connections, connect_timeout, idle_timeout, http2, headers, tls)",
             "t.yaml:9:12: routes[0].match.prefix: give either path or prefix, not both",
             "t.yaml:10:15: routes[0].upstream: unknown upstream 'nowhere' (declared: echo, legacy)",
             "t.yaml:12:13: routes[0].rewrite.path: invalid URI template: unclosed expression at character 5",

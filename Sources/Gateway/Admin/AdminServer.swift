@@ -4,9 +4,9 @@ import NIOPosix
 import Rewriter
 
 /// The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text),
-/// `/config` (as loaded, secrets redacted), `/routes` (the route table) and
-/// `POST /reload`; with `admin.token`, the last three need it as a bearer
-/// token. Runs on its own event loop, so a busy data path cannot starve
+/// `/config` (as loaded, secrets redacted), `/routes` (the route table),
+/// `/upstreams` (endpoints and their health) and `POST /reload`; with
+/// `admin.token`, the last four need it as a bearer token. Runs on its own event loop, so a busy data path cannot starve
 /// health checks.
 public final class AdminServer: Sendable {
     /// What the endpoints read; closures so the admin knows nothing of how
@@ -16,17 +16,21 @@ public final class AdminServer: Sendable {
         public var metrics: @Sendable () -> [UInt8]
         public var config: @Sendable () -> String
         public var routes: @Sendable () -> String
+        /// Each upstream's endpoints and their health, as JSON.
+        public var upstreams: @Sendable () -> String
         public var reload: @Sendable () async -> ReloadOutcome
         /// The running config's `admin.token` (a reload may change it).
         public var token: @Sendable () -> String?
 
         public init(status: ServingStatus, metrics: @escaping @Sendable () -> [UInt8], config: @escaping @Sendable () -> String,
-                    routes: @escaping @Sendable () -> String, reload: @escaping @Sendable () async -> ReloadOutcome,
+                    routes: @escaping @Sendable () -> String, upstreams: @escaping @Sendable () -> String,
+                    reload: @escaping @Sendable () async -> ReloadOutcome,
                     token: @escaping @Sendable () -> String?) {
             self.status = status
             self.metrics = metrics
             self.config = config
             self.routes = routes
+            self.upstreams = upstreams
             self.reload = reload
             self.token = token
         }
@@ -87,7 +91,7 @@ private final class AdminHandler: ChannelInboundHandler {
 
     private func serve(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
         let path = String(head.uri.prefix { $0 != "?" })
-        if ["/config", "/routes", "/reload"].contains(path), let token = endpoints.token(), !Self.authorized(head, token: token) {
+        if ["/config", "/routes", "/upstreams", "/reload"].contains(path), let token = endpoints.token(), !Self.authorized(head, token: token) {
             return respond(401, Problem.contentType, Problem.unauthorized.json, to: head, context: context,
                            extra: [("WWW-Authenticate", #"Bearer realm="gatewayd admin""#)])
         }
@@ -103,6 +107,8 @@ private final class AdminHandler: ChannelInboundHandler {
             respond(200, "application/yaml; charset=utf-8", Array(endpoints.config().utf8), to: head, context: context)
         case (.GET, "/routes"):
             respond(200, "text/plain; charset=utf-8", Array(endpoints.routes().utf8), to: head, context: context)
+        case (.GET, "/upstreams"):
+            respond(200, "application/json", Array(endpoints.upstreams().utf8), to: head, context: context)
         case (.POST, "/reload"):
             let promise = context.eventLoop.makePromise(of: ReloadOutcome.self)
             promise.completeWithTask { [endpoints] in await endpoints.reload() }
@@ -115,11 +121,11 @@ private final class AdminHandler: ChannelInboundHandler {
                     respond(422, Problem.contentType, problem.json, to: head, context: context)
                 }
             }
-        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/routes"), (_, "/reload"):
+        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/routes"), (_, "/upstreams"), (_, "/reload"):
             let problem = Problem.methodNotAllowed("\(head.method.rawValue) \(path): use \(path == "/reload" ? "POST" : "GET")")
             respond(405, Problem.contentType, problem.json, to: head, context: context)
         default:
-            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes, POST /reload")
+            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes /upstreams, POST /reload")
             respond(404, Problem.contentType, problem.json, to: head, context: context)
         }
     }

@@ -235,18 +235,22 @@ extension ConfigReader {
     }
 
     func readUpstream(_ node: Node, _ path: String, name: String) -> UpstreamConfig? {
-        guard let fields = mapping(node, path, known: ["url", "max_connections", "connect_timeout", "idle_timeout", "http2", "headers", "tls"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["url", "endpoints", "balance", "health_check", "outlier", "max_pending", "max_requests",
+                                                      "max_connections", "connect_timeout", "idle_timeout", "http2", "headers", "tls"]) else { return nil }
         defer { fields.finish() }
-        guard let urlNode = fields.take("url") else {
-            report(node, fields.path("url"), "missing")
-            return nil
-        }
-        guard let text = string(urlNode, fields.path("url")) else { return nil }
-        guard let url = UpstreamURL(text) else {
-            report(urlNode, fields.path("url"), "expected http://host[:port][/path] or https://..., found '\(text)'")
-            return nil
-        }
+        guard let endpoints = readEndpoints(node, fields) else { return nil }
+        let url = endpoints[0]
         var upstream = UpstreamConfig(name: name, url: url)
+        upstream.endpoints = endpoints
+        if let n = fields.take("balance"), let text = string(n, fields.path("balance")) {
+            if let balance = Balance(rawValue: text) { upstream.balance = balance } else {
+                report(n, fields.path("balance"), "expected \(Balance.allCases.map(\.rawValue).joined(separator: ", ")), found '\(text)'")
+            }
+        }
+        if let n = fields.take("health_check") { upstream.healthCheck = readHealthCheck(n, fields.path("health_check")) }
+        if let n = fields.take("outlier") { upstream.outlier = readOutlier(n, fields.path("outlier")) }
+        if let n = fields.take("max_pending"), let v = int(n, fields.path("max_pending"), in: 0...1_000_000) { upstream.maxPending = v }
+        if let n = fields.take("max_requests"), let v = int(n, fields.path("max_requests"), in: 1...1_000_000) { upstream.maxRequests = v }
         if let n = fields.take("max_connections"), let v = int(n, fields.path("max_connections"), in: 1...100_000) {
             upstream.maxConnections = v
         }

@@ -129,8 +129,20 @@ public struct UpstreamConfig: Sendable, Hashable {
     public static let echo = UpstreamConfig(name: echoName, url: nil)
 
     public var name: String
-    /// nil only for the built-in `echo`.
-    public var url: UpstreamURL?
+    /// The first endpoint; nil only for the built-in `echo`. Its authority is
+    /// what `Host` becomes, whichever endpoint a call goes to.
+    public var url: UpstreamURL? { endpoints.first }
+    /// Where calls go: one URL (`url`), or several (`endpoints`) sharing
+    /// scheme, base path and query.
+    public var endpoints: [UpstreamURL]
+    public var balance = Balance.roundRobin
+    public var healthCheck: HealthCheckConfig?
+    public var outlier: OutlierConfig?
+    /// Calls that may wait for a connection (all event loops together);
+    /// past it a call gets 503 at once. nil: bounded by the call's deadline only.
+    public var maxPending: Int?
+    /// Tries in flight (all event loops together); past it a call gets 503 at once.
+    public var maxRequests: Int?
     public var maxConnections: Int
     public var connectTimeout: Duration
     /// A pooled connection idle this long is closed, not reused: below the
@@ -147,7 +159,7 @@ public struct UpstreamConfig: Sendable, Hashable {
         idleTimeout: Duration = .seconds(4), http2: Bool = false, headers: HeaderRules = HeaderRules(), tls: UpstreamTLS = UpstreamTLS()
     ) {
         self.name = name
-        self.url = url
+        endpoints = url.map { [$0] } ?? []
         self.maxConnections = maxConnections
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout

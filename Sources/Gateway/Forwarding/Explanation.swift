@@ -33,10 +33,19 @@ public enum Explanation {
                                                     route: route.config, upstream: route.upstream, captures: match.captures,
                                                     client: client)
             return .forwarded(route: route.config.name, index: match.index, upstream: route.upstream.name,
-                              upstreamDescription: route.isEcho ? "built-in echo" : route.upstream.url!.description,
+                              upstreamDescription: route.isEcho ? "built-in echo" : Self.endpoint(route.upstream),
                               request: request.wireFormat)
         } catch {
             return .answered(error)
         }
+    }
+
+    /// The endpoint a first call would go to, with every endpoint healthy
+    /// (offline, nothing has been checked): the first by round robin, any by the others.
+    static func endpoint(_ upstream: UpstreamConfig) -> String {
+        let first = upstream.url!.description
+        guard upstream.endpoints.count > 1 else { return first }
+        let pick = upstream.balance == .roundRobin ? "endpoint 1" : "one endpoint at random"
+        return "\(first): \(pick) of \(upstream.endpoints.count) by \(upstream.balance.rawValue)"
     }
 }

@@ -52,6 +52,11 @@ extension Problem {
                 detail: "upstream \(upstream): \(error.summary)", route: route)
     }
 
+    static func overloaded(upstream: String, limit: String, route: String) -> Problem {
+        Problem(status: 503, code: "upstream-overloaded", title: "Upstream at its limit",
+                detail: "upstream \(upstream) is at its \(limit); try again shortly", route: route)
+    }
+
     static func validatorFailed(_ validator: String, upstream: String, status: Int?, route: String) -> Problem {
         let status = status.map { " (upstream status \($0))" } ?? ""
         return Problem(status: 502, code: "validator-failed", title: "Upstream answer refused",

@@ -26,18 +26,35 @@ extension ProxyHandler {
         if writable, streaming?.connected == true { setClientReading(true) }
     }
 
-    /// A try starts: an idle pooled connection at once (no future, no
-    /// callback), else the pool calls back with the token of this try.
+    /// A try starts on an endpoint the upstream's balance picks (another
+    /// than the last try's, when one may take it): an idle pooled connection
+    /// at once (no future, no callback), else the pool calls back with the
+    /// token of this try. Past `max_requests` or `max_pending` the call is
+    /// answered 503 at once instead of waiting for its deadline.
     func acquire(_ token: CallMachine.Token) {
         applyCredentials()
         guard let call else { return }
         let pool = shared.pools.pool(for: client.eventLoop)
+        let upstream = call.route.upstream
+        guard let state = pool.states[upstream.name] else {
+            return upstreamFailed(.unsupported("echo is answered in process"), progress: .unsent)
+        }
+        if let limit = upstream.maxRequests, state.inFlight.load(ordering: .relaxed) >= limit {
+            return overloaded(call, limit: "max_requests (\(limit) in flight)")
+        }
+        let endpoint = state.pick(exclude: call.endpoint?.index, random: random.next())
+        call.endpoint = endpoint
         // An idle pooled connection is used at once: no waiter closure to allocate.
-        if let connection = pool.takeIdle(call.route.upstream.name) {
+        if let connection = pool.takeIdle(endpoint) {
             if !connectionReady(connection, token) { connection.giveBack() }
             return
         }
-        let acquisition = pool.acquire(call.route.upstream) { [self] result in
+        if let limit = upstream.maxPending, state.pending.load(ordering: .relaxed) >= limit {
+            return overloaded(call, limit: "max_pending (\(limit) waiting for a connection)")
+        }
+        call.enterPending(state)
+        let acquisition = pool.acquire(upstream, endpoint: endpoint) { [self, call] result in
+            call.leavePending()
             switch result {
             case .success(let connection):
                 return connectionReady(connection, token)
@@ -50,10 +67,27 @@ extension ProxyHandler {
         }
         switch acquisition {
         case .ready(let connection):
+            call.leavePending()
             if !connectionReady(connection, token) { connection.giveBack() }
         case .waiting(let waiter):
             if machine.isCurrent(token) { call.waiter = waiter }
         }
+    }
+
+    /// A circuit breaker is open: 503 with Retry-After, the upstream untouched.
+    func overloaded(_ call: Call, limit: String) {
+        endCall()
+        endStreaming()
+        respond(.overloaded(upstream: call.route.upstream.name, limit: limit, route: call.route.config.name), to: call.requestHead,
+                requestID: call.requestID, extraHeaders: ["Retry-After": "1"], close: call.streams)
+    }
+
+    /// The current try's outcome, told once to its endpoint's outlier
+    /// detection; `failure`: what made it fail, nil when it did not.
+    func judgeTry(_ failure: OutlierConfig.Failure?) {
+        guard let call, !call.judged, let endpoint = call.endpoint else { return }
+        call.judged = true
+        endpoint.upstream.tryEnded(endpoint, failure: failure)
     }
 
     /// Whether the call took the connection (false: its try is over, the
@@ -62,6 +96,8 @@ extension ProxyHandler {
         guard case .send(_, let perTryTimeout) = machine.connectionReady(token), let call else { return false }
         call.waiter = nil
         call.connection = connection
+        call.endpoint = connection.endpoint
+        call.judged = false
         call.route.metrics.tries?.increment()
         log.tries += 1
         log.sentAt = .now()
@@ -107,6 +143,8 @@ extension ProxyHandler {
         if call?.retry != nil {
             let status = Int(upstreamHead.status.code)
             if decide(.response(status: status, headers: upstreamHead.headers, body: nil), upstreamStatus: status) { return }
+        } else {
+            judgeTry(upstreamHead.status.code >= 500 ? .status5xx : nil)
         }
         writeHead(upstreamHead)
     }
@@ -157,6 +195,7 @@ extension ProxyHandler {
         log.reason = error.description
         call.connection = nil
         if drained() { return }
+        judgeTry(OutlierConfig.Failure(error.kind))
         if progress != .responseStarted {
             // Provably never reached the upstream (a pooled connection found
             // closed, or closed by the failing write): once more, unasked.

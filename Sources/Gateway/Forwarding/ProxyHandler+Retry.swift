@@ -30,6 +30,7 @@ extension ProxyHandler {
         default: break
         }
         logTry(outcome, decided, retry)
+        if case .response(let status, _, _) = outcome { judgeTry(Self.outlierFailure(status: status, decided, by: retry.decidedBy)) }
         switch decided {
         case .accept, .giveUp:
             return false
@@ -56,6 +57,19 @@ extension ProxyHandler {
             run(machine.retry(after: delay))
             return true
         }
+    }
+
+    /// What a judged answer means for its endpoint: refused by a validator
+    /// (`fail` or `retry`), a 5xx, or fine. A credential refresh says
+    /// nothing about the endpoint.
+    static func outlierFailure(status: Int, _ action: RetryState<ContinuousClock>.Action, by decidedBy: String?) -> OutlierConfig.Failure? {
+        switch action {
+        case .refreshThenRetry: return nil
+        case .fail, .retry, .giveUp:
+            if let decidedBy, !decidedBy.hasPrefix("status-") { return .validator }
+        case .accept: break
+        }
+        return status >= 500 ? .status5xx : nil
     }
 
     /// Answers up to this size that decided a retry are drained, not dropped with their connection.

@@ -76,6 +76,23 @@ final class ProxyHandler: UpstreamResponseDelegate {
         /// when the call ends (their tokens make a late one harmless anyway).
         var perTryTimer: Scheduled<Void>?
         var backoff: Scheduled<Void>?
+        /// The endpoint of the current try (picked, then connected), and
+        /// whether its outcome was told to the endpoint's outlier detection.
+        var endpoint: Endpoint?
+        var judged = true
+        /// Counted among the upstream's calls waiting for a connection.
+        private var pendingOn: UpstreamState?
+
+        func enterPending(_ state: UpstreamState) {
+            leavePending()
+            state.pending.add(1, ordering: .relaxed)
+            pendingOn = state
+        }
+
+        func leavePending() {
+            pendingOn?.pending.subtract(1, ordering: .relaxed)
+            pendingOn = nil
+        }
 
         init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String,
              retry: RetryState<ContinuousClock>?, streams: Bool) {
@@ -290,7 +307,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         machine.end()
         call.perTryTimer?.cancel()
         call.backoff?.cancel()
-        if let waiter = call.waiter { shared.pools.pool(for: client.eventLoop).cancel(waiter, upstream: call.route.upstream.name) }
+        if let waiter = call.waiter, let endpoint = call.endpoint { shared.pools.pool(for: client.eventLoop).cancel(waiter, endpoint: endpoint) }
+        call.leavePending()
         return call
     }
 

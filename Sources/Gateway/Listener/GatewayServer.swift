@@ -6,6 +6,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import Rewriter
 import ServiceLifecycle
 import Synchronization
 
@@ -32,6 +33,11 @@ public actor GatewayServer: Service {
     private var pools: UpstreamPools?
     /// Credentials and budget windows, by route name, across reloads.
     private let routeState = RouteStateRegistry()
+    /// Endpoint health and ejections, by upstream and endpoint, across reloads.
+    private let upstreamStates = UpstreamStateRegistry()
+    private var healthChecker: HealthChecker?
+    /// The upstreams now served, for `upstreamsJSON` (read off the actor).
+    private nonisolated let servedStates = Mutex<[UpstreamState]>([])
     /// Sockets from systemd socket activation, not yet used by a listener.
     private var inherited: InheritedSockets
     private var listeners: [ListenerKey: BoundListener] = [:]
@@ -131,6 +137,7 @@ public actor GatewayServer: Service {
         try accessLog.sink.open()
         let contexts = try makeContexts(config)
         pools = contexts.first?.pools
+        checkHealth(pools)
         var addresses: [SocketAddress] = []
         for (position, (listener, context)) in zip(config.listeners, contexts).enumerated() {
             let bound = try await bind(listener, context: context)
@@ -171,6 +178,7 @@ public actor GatewayServer: Service {
         listeners = listeners.filter { kept[$0.key] != nil }.merging(added) { old, _ in old }
         pools?.retire(grace: newConfig.limits.drainTimeout.timeAmount)
         pools = contexts.first?.pools
+        checkHealth(pools)
         config = newConfig
     }
 
@@ -196,19 +204,35 @@ public actor GatewayServer: Service {
     /// Closes every listener and connection at once.
     public func shutdown() async throws {
         status.set(ready: false)
+        checkHealth(nil)
         for bound in listeners.values { try? await bound.channel.close() }
         listeners = [:]
         await accessLog.flushAll()
         if ownsGroup { try await group.shutdownGracefully() }
     }
 
+    /// The health checks of `pools`' upstreams from now on (none when nil).
+    private func checkHealth(_ pools: UpstreamPools?) {
+        healthChecker?.stop()
+        healthChecker = pools.map { HealthChecker(loop: group.next(), pools: $0) }
+        healthChecker?.start()
+        servedStates.withLock { $0 = pools?.states.values.sorted { $0.name < $1.name } ?? [] }
+    }
+
+    /// What `GET /upstreams` shows: each upstream's endpoints, health,
+    /// ejections, calls in flight and waiting, as JSON.
+    public nonisolated func upstreamsJSON() -> String {
+        JSONWriter.string(.array(servedStates.withLock { $0 }.map { $0.snapshot() }))
+    }
+
     /// One context per listener of `config`, sharing one router and one set
     /// of upstream pools.
     private func makeContexts(_ config: GatewayConfig) throws -> [ListenerContext] {
         let router = Router(config: config, metrics: metrics, state: routeState)
-        let pools = try UpstreamPools(group: group, upstreams: config.upstreams)
         var logger = logger
         logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
+        let pools = try UpstreamPools(group: group, upstreams: config.upstreams,
+                                      states: upstreamStates.states(for: config.upstreams, logger: logger, factory: metrics.factory))
         let accessLog = config.logging.accessLog ? accessLog : nil
         return try config.listeners.map { listener in
             ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,

@@ -22,9 +22,12 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     /// A response's head is read up to this size (NIO's default limit).
     static let maxHeadBytes = 80 * 1024
 
-    init(channel: Channel, upstream: String) {
+    let endpoint: Endpoint
+
+    init(channel: Channel, upstream: String, endpoint: Endpoint) {
         self.channel = channel
         self.upstream = upstream
+        self.endpoint = endpoint
     }
 
     /// The whole request in one write.
@@ -51,7 +54,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
 
     /// The request head as bytes, with room for `extra` more.
     private func start(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, extra: Int) -> ByteBuffer {
-        exchange.begin(delegate)
+        exchange.begin(delegate, on: endpoint)
         keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
         chunked = request.framing == .streamed
         decoder.expect(method: HTTPMethod(rawValue: request.method))

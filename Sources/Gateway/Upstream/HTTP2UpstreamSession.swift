@@ -21,9 +21,12 @@ final class HTTP2UpstreamSession: ChannelInboundHandler, NGHTTP2SessionDelegate 
     private(set) lazy var peerAddress = context?.channel.remoteAddress.map(\.hostAndPort) ?? upstream
     var allocator: ByteBufferAllocator { context?.channel.allocator ?? ByteBufferAllocator() }
 
-    init(upstream: String, scheme: String) {
+    let endpoint: Endpoint
+
+    init(upstream: String, scheme: String, endpoint: Endpoint) {
         self.upstream = upstream
         self.scheme = scheme
+        self.endpoint = endpoint
     }
 
     func handlerAdded(context: ChannelHandlerContext) {

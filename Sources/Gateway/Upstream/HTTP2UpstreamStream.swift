@@ -12,6 +12,7 @@ final class HTTP2UpstreamStream: UpstreamConnection {
     let upstream: String
     var exchange = UpstreamExchange()
     var peerAddress: String { session.peerAddress }
+    var endpoint: Endpoint { session.endpoint }
     /// Set when the request is submitted.
     private(set) var id: Int32 = -1
     private var body = BodyQueue()
@@ -44,7 +45,7 @@ final class HTTP2UpstreamStream: UpstreamConnection {
     }
 
     private func submit(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, hasBody: Bool) {
-        exchange.begin(delegate)
+        exchange.begin(delegate, on: endpoint)
         id = session.submit(self, HeaderBlock(request: request, scheme: session.scheme), hasBody: hasBody)
         // The session no longer takes streams (the upstream's GOAWAY came first): nothing went out.
         guard id > 0 else { return failed(.refusedStream("upstream \(upstream) takes no more streams on this connection")) }

@@ -33,6 +33,8 @@ enum TryProgress: Sendable {
 /// event loop only.
 protocol UpstreamConnection: AnyObject {
     var upstream: String { get }
+    /// Where it goes: tries are counted on it while in flight.
+    var endpoint: Endpoint { get }
     /// `host:port` it is connected to, for the access log.
     var peerAddress: String { get }
     /// The exchange in flight, shared bookkeeping of both kinds.
@@ -58,7 +60,9 @@ protocol UpstreamConnection: AnyObject {
 /// One exchange's state on a connection or stream: who gets the response
 /// and how far the try got.
 struct UpstreamExchange {
-    var delegate: UpstreamResponseDelegate?
+    private(set) var delegate: UpstreamResponseDelegate?
+    /// Where the try is counted as in flight until the exchange ends.
+    private var endpoint: Endpoint?
     var responseStarted = false
     /// The request is being written (one write): a close that happens
     /// inside that write was caused by it failing, before any byte went out.
@@ -68,8 +72,10 @@ struct UpstreamExchange {
     /// False while a streamed request body is still being sent.
     var requestComplete = true
 
-    mutating func begin(_ delegate: UpstreamResponseDelegate) {
-        self = UpstreamExchange(delegate: delegate, requestComplete: false)
+    mutating func begin(_ delegate: UpstreamResponseDelegate, on endpoint: Endpoint) {
+        _ = end()
+        endpoint.tryStarted()
+        self = UpstreamExchange(delegate: delegate, endpoint: endpoint, requestComplete: false)
     }
 
     var progress: TryProgress {
@@ -79,6 +85,8 @@ struct UpstreamExchange {
 
     /// Ends the exchange; returns its delegate, still to be told how.
     mutating func end() -> UpstreamResponseDelegate? {
+        endpoint?.tryFinished()
+        endpoint = nil
         defer { delegate = nil }
         return delegate
     }
@@ -104,7 +112,7 @@ extension UpstreamConnection {
         case .body(let buffer):
             delegate.upstreamBody(buffer)
         case .end:
-            exchange.delegate = nil
+            _ = exchange.end()
             responseEnded()
             delegate.upstreamEnd()
         }

@@ -4,9 +4,16 @@ import Rewriter
 
 extension UpstreamPool {
     /// One whole request and its whole answer, for the gateway's own calls
-    /// (a credential refresh): pooled like any call, bounded in time and size.
-    func exchange(_ request: UpstreamRequest, upstream: UpstreamConfig, timeout: Duration, maxBodyBytes: Int) -> EventLoopFuture<BufferedResponse.Contents> {
+    /// (a credential refresh, a health check of `endpoint`): pooled like any
+    /// call, bounded in time and size; to an endpoint the balance picks
+    /// unless one is given.
+    func exchange(_ request: UpstreamRequest, upstream: UpstreamConfig, endpoint: Endpoint? = nil, timeout: Duration,
+                  maxBodyBytes: Int) -> EventLoopFuture<BufferedResponse.Contents> {
         let response = BufferedResponse(promise: eventLoop.makePromise(), maxBodyBytes: maxBodyBytes)
+        guard let endpoint = endpoint ?? states[upstream.name]?.pick(exclude: nil, random: UInt64.random(in: 0 ... .max)) else {
+            response.fail(.unsupported("echo is answered in process"))
+            return response.promise.futureResult
+        }
         let loop = eventLoop.assumeIsolated()
         let send = { (connection: any UpstreamConnection) in
             connection.send(request, delegate: response)
@@ -19,7 +26,7 @@ extension UpstreamPool {
                 if case .failure = result { connection.abandon() }
             }
         }
-        let acquisition = acquire(upstream) { result in
+        let acquisition = acquire(upstream, endpoint: endpoint) { result in
             switch result {
             case .success(let connection): send(connection)
             case .failure(let error): response.fail(error as? UpstreamError ?? .connectFailure("\(error)"))

@@ -1,3 +1,5 @@
+import CoreMetrics
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -12,20 +14,30 @@ final class UpstreamPool: @unchecked Sendable {
     let eventLoop: EventLoop
     private let upstreams: [String: UpstreamConfig]
     private let tlsContexts: [String: NIOSSLContext]
-    /// Per upstream, made at start: each call only looks one up (mutating
-    /// dictionary values in place cost allocations on every call).
-    private let slots: [String: Slot]
-    /// HTTP/2 upstreams: one multiplexed connection per upstream per loop
+    /// Per upstream and endpoint, made at start: each call only looks one up
+    /// (mutating dictionary values in place cost allocations on every call).
+    private let slots: [String: [Slot]]
+    /// Endpoint health and circuit-breaker counts, shared with the other loops.
+    let states: [String: UpstreamState]
+    /// HTTP/2 upstreams: one multiplexed connection per endpoint per loop
     /// (being set up, or up); each call opens a stream on it.
-    private var sessions: [String: EventLoopFuture<HTTP2UpstreamSession>] = [:]
+    private var sessions: [SessionKey: EventLoopFuture<HTTP2UpstreamSession>] = [:]
     private var sessionChannels: [ObjectIdentifier: Channel] = [:]
 
-    init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext]) {
+    private struct SessionKey: Hashable {
+        var upstream: String
+        var endpoint: Int
+    }
+
+    /// Each loop's share of an upstream's `max_connections` is split over its endpoints.
+    init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext], states: [String: UpstreamState]) {
         self.tlsContexts = tlsContexts
         self.eventLoop = eventLoop
+        self.states = states
         self.upstreams = Dictionary(uniqueKeysWithValues: upstreams.map { ($0.name, $0) })
-        slots = Dictionary(uniqueKeysWithValues: upstreams.map {
-            ($0.name, Slot(limit: $0.maxConnections / max(1, loops), idleTimeout: $0.idleTimeout.timeAmount))
+        slots = Dictionary(uniqueKeysWithValues: upstreams.map { upstream in
+            let limit = max(1, upstream.maxConnections / max(1, loops) / max(1, upstream.endpoints.count))
+            return (upstream.name, upstream.endpoints.map { _ in Slot(limit: limit, idleTimeout: upstream.idleTimeout.timeAmount) })
         })
     }
 
@@ -46,10 +58,10 @@ final class UpstreamPool: @unchecked Sendable {
         }
     }
 
-    /// An idle kept-alive connection, when there is one.
-    func takeIdle(_ upstream: String) -> HTTP1UpstreamConnection? {
+    /// An idle kept-alive connection to `endpoint`, when there is one.
+    func takeIdle(_ endpoint: Endpoint) -> HTTP1UpstreamConnection? {
         eventLoop.assertInEventLoop()
-        guard let slot = slots[upstream] else { return nil }
+        guard let slot = slots[endpoint.upstream.name]?[endpoint.index] else { return nil }
         var stale: [HTTP1UpstreamConnection] = []
         let connection = slot.state.takeIdle(now: .now(), idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
         for connection in stale { connection.channel.close(promise: nil) }
@@ -62,16 +74,12 @@ final class UpstreamPool: @unchecked Sendable {
         case waiting(WaiterID?)
     }
 
-    /// An idle connection (returned), or `waiter` is called later with a new
-    /// one, one released by another call, or the failure.
-    func acquire(_ upstream: UpstreamConfig, waiter: @escaping Waiter) -> Acquisition {
+    /// An idle connection to `endpoint` (returned), or `waiter` is called
+    /// later with a new one, one released by another call, or the failure.
+    func acquire(_ upstream: UpstreamConfig, endpoint: Endpoint, waiter: @escaping Waiter) -> Acquisition {
         eventLoop.assertInEventLoop()
-        guard let url = upstream.url else {
-            _ = waiter(.failure(UpstreamError.unsupported("echo is answered in process")))
-            return .waiting(nil)
-        }
         if upstream.http2 {
-            withSession(upstream, url: url) { result in
+            withSession(upstream, endpoint: endpoint) { result in
                 switch result {
                 case .success(let session): _ = waiter(.success(HTTP2UpstreamStream(session: session, upstream: upstream.name)))
                 case .failure(let error): _ = waiter(.failure(error))
@@ -79,7 +87,7 @@ final class UpstreamPool: @unchecked Sendable {
             }
             return .waiting(nil)
         }
-        let slot = slots[upstream.name]!
+        let slot = slots[upstream.name]![endpoint.index]
         var stale: [HTTP1UpstreamConnection] = []
         let action = slot.state.acquire(waiter, now: .now(), idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
         for connection in stale { connection.channel.close(promise: nil) }
@@ -89,53 +97,53 @@ final class UpstreamPool: @unchecked Sendable {
         case .wait(let id):
             return .waiting(id)
         case .connect:
-            connect(upstream, url: url, for: waiter)
+            connect(upstream, endpoint: endpoint, for: waiter)
             return .waiting(nil)
         }
     }
 
     /// The call that waited ended: it leaves the queue.
-    func cancel(_ id: WaiterID, upstream: String) {
+    func cancel(_ id: WaiterID, endpoint: Endpoint) {
         eventLoop.assertInEventLoop()
-        slots[upstream]?.state.cancel(id)
+        slots[endpoint.upstream.name]?[endpoint.index].state.cancel(id)
     }
 
     /// The upstream's multiplexed connection on this loop, made when there is
     /// none; one whose GOAWAY came is replaced (once per call).
-    private func withSession(_ upstream: UpstreamConfig, url: UpstreamURL, replacing: Bool = false,
+    private func withSession(_ upstream: UpstreamConfig, endpoint: Endpoint, replacing: Bool = false,
                              _ body: @escaping (Result<HTTP2UpstreamSession, any Error>) -> Void) {
-        let name = upstream.name
-        let session = sessions[name] ?? connectHTTP2(upstream, url: url)
-        sessions[name] = session
+        let key = SessionKey(upstream: upstream.name, endpoint: endpoint.index)
+        let session = sessions[key] ?? connectHTTP2(upstream, endpoint: endpoint, key: key)
+        sessions[key] = session
         session.assumeIsolated().whenComplete { [self] result in
             if case .success(let made) = result, !made.acceptsStreams, !replacing {
-                if sessions[name] === session { sessions[name] = nil }
-                return withSession(upstream, url: url, replacing: true, body)
+                if sessions[key] === session { sessions[key] = nil }
+                return withSession(upstream, endpoint: endpoint, replacing: true, body)
             }
             body(result)
         }
     }
 
     /// h2c by prior knowledge for http URLs, h2 by ALPN for https ones.
-    private func connectHTTP2(_ upstream: UpstreamConfig, url: UpstreamURL) -> EventLoopFuture<HTTP2UpstreamSession> {
+    private func connectHTTP2(_ upstream: UpstreamConfig, endpoint: Endpoint, key: SessionKey) -> EventLoopFuture<HTTP2UpstreamSession> {
         let name = upstream.name
-        let scheme = url.isTLS ? "https" : "http"
+        let scheme = endpoint.url.isTLS ? "https" : "http"
         var made: EventLoopFuture<HTTP2UpstreamSession>!
-        made = connectChannel(upstream, url: url) { pipeline in
-            try pipeline.addHandler(HTTP2UpstreamSession(upstream: name, scheme: scheme))
+        made = connectChannel(upstream, url: endpoint.url) { pipeline in
+            try pipeline.addHandler(HTTP2UpstreamSession(upstream: name, scheme: scheme, endpoint: endpoint))
         }
         .assumeIsolated()
         .flatMapThrowing { [self] channel in
             let session = try channel.pipeline.syncOperations.handler(type: HTTP2UpstreamSession.self)
             sessionChannels[ObjectIdentifier(channel)] = channel
             channel.closeFuture.assumeIsolated().whenComplete { [self] _ in
-                if sessions[name] === made { sessions[name] = nil }
+                if sessions[key] === made { sessions[key] = nil }
                 sessionChannels[ObjectIdentifier(channel)] = nil
             }
             return session
         }
         .flatMapErrorThrowing { [self] error in
-            if sessions[name] === made { sessions[name] = nil }
+            if sessions[key] === made { sessions[key] = nil }
             throw error
         }
         .nonisolated()
@@ -164,16 +172,16 @@ final class UpstreamPool: @unchecked Sendable {
             .flatMapErrorThrowing { error in throw UpstreamError.connectFailure("\(url.authority): \(error)") }
     }
 
-    /// Opens a connection (already counted as open) for `waiter`.
-    private func connect(_ upstream: UpstreamConfig, url: UpstreamURL, for waiter: @escaping Waiter) {
+    /// Opens a connection to `endpoint` (already counted as open) for `waiter`.
+    private func connect(_ upstream: UpstreamConfig, endpoint: Endpoint, for waiter: @escaping Waiter) {
         let name = upstream.name
-        let slot = slots[name]!
+        let slot = slots[name]![endpoint.index]
         // Requests are written as bytes, checked where they are built (config
         // at load, modifiers' output in ProxyHandler), not again per write.
-        connectChannel(upstream, url: url) { _ in }
+        connectChannel(upstream, url: endpoint.url) { _ in }
             .assumeIsolated()
             .flatMapThrowing { channel in
-                let connection = HTTP1UpstreamConnection(channel: channel, upstream: name)
+                let connection = HTTP1UpstreamConnection(channel: channel, upstream: name, endpoint: endpoint)
                 connection.pool = self
                 try channel.pipeline.syncOperations.addHandler(HTTP1UpstreamHandler(connection: connection))
                 return connection
@@ -192,7 +200,7 @@ final class UpstreamPool: @unchecked Sendable {
     /// A connection finished its exchange: the next live waiter takes it, or it idles.
     func release(_ connection: HTTP1UpstreamConnection) {
         eventLoop.assertInEventLoop()
-        let slot = slots[connection.upstream]!
+        let slot = slots[connection.upstream]![connection.endpoint.index]
         // A loop, not recursion: a waiter that declines passes it to the next.
         while true {
             switch slot.state.release(connection, now: .now()) {
@@ -222,7 +230,7 @@ final class UpstreamPool: @unchecked Sendable {
     /// sessions (whose streams cannot be counted from here) after `grace`.
     func retire(grace: TimeAmount) {
         eventLoop.assertInEventLoop()
-        for slot in slots.values {
+        for slot in slots.values.joined() {
             for connection in slot.state.retire() { connection.channel.close(promise: nil) }
         }
         let sessions = Array(sessionChannels.values)
@@ -231,10 +239,10 @@ final class UpstreamPool: @unchecked Sendable {
 
     func closed(_ connection: HTTP1UpstreamConnection) {
         eventLoop.assertInEventLoop()
-        let slot = slots[connection.upstream]!
+        let slot = slots[connection.upstream]![connection.endpoint.index]
         // A waiter can now open a connection of its own.
         guard let waiter = slot.state.closed(connection) else { return }
-        if let upstream = upstreams[connection.upstream], let url = upstream.url { connect(upstream, url: url, for: waiter) }
+        if let upstream = upstreams[connection.upstream] { connect(upstream, endpoint: connection.endpoint, for: waiter) }
     }
 }
 
@@ -244,7 +252,11 @@ final class UpstreamPool: @unchecked Sendable {
 final class UpstreamPools: @unchecked Sendable {
     private let pools: [ObjectIdentifier: UpstreamPool]
 
-    init(group: any EventLoopGroup, upstreams: [UpstreamConfig]) throws {
+    /// `states`: each upstream's endpoint health (from the server's registry,
+    /// so it outlives reloads; fresh when not given).
+    init(group: any EventLoopGroup, upstreams: [UpstreamConfig], states: [String: UpstreamState]? = nil) throws {
+        let states = states ?? UpstreamStateRegistry().states(for: upstreams, logger: Logger(label: "gatewayd"),
+                                                               factory: NOOPMetricsHandler.instance)
         var contexts: [String: NIOSSLContext] = [:]
         for upstream in upstreams where upstream.url?.isTLS == true {
             var configuration = TLSConfiguration.makeClientConfiguration()
@@ -259,10 +271,13 @@ final class UpstreamPools: @unchecked Sendable {
         let loops = Array(group.makeIterator())
         var pools: [ObjectIdentifier: UpstreamPool] = [:]
         for loop in loops {
-            pools[ObjectIdentifier(loop)] = UpstreamPool(eventLoop: loop, upstreams: upstreams, loops: loops.count, tlsContexts: contexts)
+            pools[ObjectIdentifier(loop)] = UpstreamPool(eventLoop: loop, upstreams: upstreams, loops: loops.count, tlsContexts: contexts, states: states)
         }
         self.pools = pools
+        self.states = states
     }
+
+    let states: [String: UpstreamState]
 
     func pool(for eventLoop: EventLoop) -> UpstreamPool {
         pools[ObjectIdentifier(eventLoop)]!

@@ -61,7 +61,8 @@ final class RecordingUpstream: @unchecked Sendable {
     var requests: [Request] { state.withLockedValue { $0.requests } }
     var connections: Int { state.withLockedValue { $0.connections } }
 
-    func start() async throws -> Int {
+    /// `port`: a given one (an upstream that comes back where it was), or any free one.
+    func start(port wanted: Int = 0) async throws -> Int {
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { [state, script, keepBodies, tls, http2] channel in
@@ -83,7 +84,7 @@ final class RecordingUpstream: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(Handler(state: state, script: script, keepBodies: keepBodies))
                 }
             }
-            .bind(host: "127.0.0.1", port: 0).get()
+            .bind(host: "127.0.0.1", port: wanted).get()
         self.channel = channel
         port = channel.localAddress!.port!
         return port
