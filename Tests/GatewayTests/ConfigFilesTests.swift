@@ -19,6 +19,21 @@ import Testing
         #expect(Self.configFiles.contains("examples/retries.yaml"))
     }
 
+    /// One example per endpoint feature, read as documented.
+    @Test func theEndpointExamplesSayWhatTheyShow() throws {
+        func upstream(_ file: String) throws -> UpstreamConfig {
+            try #require(ConfigLoader.load(file: Self.root.appendingPathComponent("config/examples/\(file)").path, environment: [:]).config.upstreams.first)
+        }
+        let balanced = try upstream("load-balancing.yaml")
+        #expect(balanced.endpoints.count == 2 && balanced.balance == .leastRequest)
+        let checked = try upstream("health-checks.yaml")
+        #expect(checked.healthCheck?.path == "/health" && checked.healthCheck?.validate.count == 1 && checked.healthCheck?.unhealthyThreshold == 3)
+        let ejecting = try upstream("outlier-detection.yaml")
+        #expect(ejecting.outlier?.on.contains(.validator) == true && ejecting.outlier?.consecutiveFailures == 5)
+        let shedding = try upstream("circuit-breaking.yaml")
+        #expect(shedding.maxPending == 50 && shedding.maxRequests == 200)
+    }
+
     @Test(arguments: configFiles)
     func loads(file: String) throws {
         let loaded = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/\(file)").path, environment: Self.environment)
