@@ -85,7 +85,7 @@ def write(name, text):
     return path
 
 
-upstream_port, upstream_h2_port = free_port(), free_port()
+upstream_port, upstream_port2, upstream_h2_port = free_port(), free_port(), free_port()
 ports = {name: free_port() for name in ["nginx", "haproxy", "nghttpx", "gatewayd"]}
 # What operators run: access logs on (gatewayd's default config, nginx buffered,
 # HAProxy httplog), and two workers on this machine's two cores.
@@ -98,7 +98,7 @@ http {{ access_log %s; keepalive_requests 1000000; client_body_temp_path {work};
 fastcgi_temp_path {work}; uwsgi_temp_path {work}; scgi_temp_path {work};
 """
 upstream_conf = write("upstream.conf", nginx_common % (1, "upstream", "upstream", "off") + f"""
-server {{ listen 127.0.0.1:{upstream_port}; client_max_body_size 0; location / {{ return 200 "hello world\\n"; }}
+server {{ listen 127.0.0.1:{upstream_port}; listen 127.0.0.1:{upstream_port2}; client_max_body_size 0; location / {{ return 200 "hello world\\n"; }}
   location /always503 {{ return 503 "busy\\n"; }} }}
 server {{ listen 127.0.0.1:{upstream_h2_port} http2; location / {{ return 200 "hello world\\n"; }} }}
 }}""")
@@ -139,11 +139,13 @@ def gateway_conf(name, port, access_log="false", admin=False):
     return write(name + ".yaml", f"""listeners: [{{address: 127.0.0.1:{port}, protocols: [http1, h2c]}}]
 logging: {{access_log: {access_log}}}
 {f"admin: {{address: 127.0.0.1:{free_port()}}}" if admin else ""}
-upstreams: {{up: {{url: "http://127.0.0.1:{upstream_port}", max_connections: 128}}}}
+upstreams: {{up: {{url: "http://127.0.0.1:{upstream_port}", max_connections: 128}},
+  two: {{endpoints: ["http://127.0.0.1:{upstream_port}", "http://127.0.0.1:{upstream_port2}"], max_connections: 128}}}}
 routes:
   - {{name: rewrite, match: {{path: /rewrite}}, upstream: up, rewrite: {{method: GET, encoding: query}}}}
   - {{name: retry, match: {{path: /always503}}, upstream: up,
      retry: {{attempts: 2, on: [503], backoff: {{strategy: immediate}}}}}}
+  - {{name: two, match: {{path: /two}}, upstream: two, headers: {{set: {{X-Injected: "1"}}}}}}
   - {{name: pass, upstream: up, headers: {{set: {{X-Injected: "1"}}}}}}
 """)
 # 10-key JSON body, POSTed by wrk to the rewrite route (-> GET with a query string)
@@ -243,10 +245,12 @@ try:
             if row in med and base in med:
                 print(f"gatewayd, {what}: CPU per request {cpu(row) / cpu(base):.2f}, req/s {med[row][0] / med[base][0]:.2f}")
 
-    # gatewayd's own routes: pass-through, a rewrite (10-key JSON body -> GET
-    # query string), and a retrying route whose every try gets 503 (one retry per call).
+    # gatewayd's own routes: pass-through, the same to an upstream of two
+    # endpoints (round robin), a rewrite (10-key JSON body -> GET query
+    # string), and a retrying route whose every try gets 503 (one retry per call).
     gw = servers["gatewayd"]
-    runs = {"pass-through": ("/", None), "rewrite": ("/rewrite", rewrite_lua), "retry (2 tries)": ("/always503", None)}
+    runs = {"pass-through": ("/", None), "two endpoints": ("/two", None), "rewrite": ("/rewrite", rewrite_lua),
+            "retry (2 tries)": ("/always503", None)}
     results = {name: [] for name in runs}
     for _ in range(ROUNDS):
         for name, (path, script) in runs.items():

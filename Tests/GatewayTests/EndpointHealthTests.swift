@@ -93,4 +93,18 @@ import Testing
         #expect(EndpointPicker.pick(.leastRequest, candidates: all, exclude: nil, counter: 0, random: 2 | (1 << 32)) { inFlight[$0] } == 1)
         #expect(EndpointPicker.pick(.leastRequest, candidates: all, exclude: nil, counter: 0, random: 0 | (2 << 32)) { inFlight[$0] } == 0)
     }
+
+    @Test func explainNamesTheEndpointAFirstCallGoesTo() throws {
+        let config = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {endpoints: ["http://127.0.0.1:9001", "http://127.0.0.1:9002"]}}
+            routes: [{name: app, upstream: app}]
+            """).config
+        let outcome = Explanation.explain(method: "GET", target: "/x", headers: [:], body: [], config: config,
+                                          client: ClientInfo(address: "127.0.0.1", scheme: "http", requestID: "r"))
+        guard case .forwarded(_, _, _, let description, let request) = outcome else { Issue.record("not forwarded"); return }
+        #expect(description == "http://127.0.0.1:9001: endpoint 1 of 2 by round_robin")
+        // Host is the first endpoint's, whichever endpoint the call goes to.
+        #expect(String(decoding: request, as: UTF8.self).contains("Host: 127.0.0.1:9001\r\n"))
+    }
 }
