@@ -30,6 +30,8 @@ import Testing
         #expect(checked.healthCheck?.path == "/health" && checked.healthCheck?.validate.count == 1 && checked.healthCheck?.unhealthyThreshold == 3)
         let ejecting = try upstream("outlier-detection.yaml")
         #expect(ejecting.outlier?.on.contains(.validator) == true && ejecting.outlier?.consecutiveFailures == 5)
+        let limits = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/examples/rate-limits.yaml").path, environment: [:]).config
+        #expect(limits.routes.compactMap(\.rateLimit).map(\.key) == [.clientIP, .header("X-Api-Key")])
         let shedding = try upstream("circuit-breaking.yaml")
         #expect(shedding.maxPending == 50 && shedding.maxRequests == 200)
     }

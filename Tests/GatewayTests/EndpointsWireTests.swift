@@ -22,8 +22,8 @@ import Testing
     static func endpoints(_ ports: [Int]) -> String { "[" + ports.map { "\"http://127.0.0.1:\($0)\"" }.joined(separator: ", ") + "]" }
 
     /// `n` calls on one keep-alive connection (curl); their status codes.
-    static func calls(_ n: Int, _ url: String) throws -> [String] {
-        let result = try curl(["-s", "-w", "%{http_code}\n"] + (0..<n).flatMap { _ in ["-o", "/dev/null", url] })
+    static func calls(_ n: Int, _ url: String, headers: [String] = []) throws -> [String] {
+        let result = try curl(["-s", "-w", "%{http_code}\n"] + headers.flatMap { ["-H", $0] } + (0..<n).flatMap { _ in ["-o", "/dev/null", url] })
         return result.text.split(separator: "\n").map(String.init)
     }
 

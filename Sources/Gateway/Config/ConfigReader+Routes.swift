@@ -3,7 +3,7 @@ import Yams
 
 extension ConfigReader {
     func readRoute(_ node: Node, _ path: String, config: GatewayConfig) -> RouteConfig? {
-        guard let fields = mapping(node, path, known: ["name", "match", "upstream", "rewrite", "headers", "response_headers", "keep_host", "timeout", "retry", "validate"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["name", "match", "upstream", "rewrite", "headers", "response_headers", "keep_host", "timeout", "retry", "validate", "rate_limit"]) else { return nil }
         defer { fields.finish() }
         let name = fields.take("name").flatMap { string($0, fields.path("name")) }
         if let name, !routeNames.insert(name).inserted {
@@ -30,6 +30,7 @@ extension ConfigReader {
         if let n = fields.take("response_headers") { route.responseHeaders = readHeaderRules(n, fields.path("response_headers")) }
         if let n = fields.take("keep_host"), let v = bool(n, fields.path("keep_host")) { route.keepHost = v }
         if let n = fields.take("timeout") { route.timeout = duration(n, fields.path("timeout")) }
+        if let n = fields.take("rate_limit") { route.rateLimit = readRateLimit(n, fields.path("rate_limit")) }
         let retryNode = fields.take("retry")
         if let n = retryNode { route.retry = readRetry(n, fields.path("retry"), route: route) }
         if let n = fields.take("validate"), let items = sequence(n, fields.path("validate")) {
@@ -45,6 +46,32 @@ extension ConfigReader {
             report(node, fields.path("retry.per_try_timeout"), "is longer than the route's timeout (\(DurationParser.format(timeout)))")
         }
         return name == nil || upstream == nil ? nil : route
+    }
+
+    func readRateLimit(_ node: Node, _ path: String) -> RateLimitConfig? {
+        guard let fields = mapping(node, path, known: ["requests", "per", "burst", "key", "max_keys"]) else { return nil }
+        defer { fields.finish() }
+        guard let n = fields.take("requests"), let requests = int(n, fields.path("requests"), in: 1...1_000_000_000) else {
+            if !fields.has("requests") { report(node, fields.path("requests"), "missing") }
+            return nil
+        }
+        var per = Duration.seconds(1)
+        if let n = fields.take("per"), let v = duration(n, fields.path("per")) {
+            if v > .zero { per = v } else { report(n, fields.path("per"), "must be more than 0") }
+        }
+        var limit = RateLimitConfig(requests: requests, per: per)
+        if let n = fields.take("burst"), let v = int(n, fields.path("burst"), in: 0...1_000_000_000) { limit.burst = v }
+        if let n = fields.take("max_keys"), let v = int(n, fields.path("max_keys"), in: 1...10_000_000) { limit.maxKeys = v }
+        if let n = fields.take("key"), let text = string(n, fields.path("key")) {
+            if text == "client_ip" {
+                limit.key = .clientIP
+            } else if text.hasPrefix("header:"), HeaderList.isValidName(String(text.dropFirst(7))) {
+                limit.key = .header(String(text.dropFirst(7)))
+            } else {
+                report(n, fields.path("key"), "expected client_ip or header:NAME, found '\(text)'")
+            }
+        }
+        return limit
     }
 
     /// The `retry.on` statuses a validator decides before the retry

@@ -197,6 +197,7 @@ public struct RouteConfig: Sendable {
     public var timeout: Duration?
     public var retry: RetryPolicy?
     public var validate: [ValidatorSpec]
+    public var rateLimit: RateLimitConfig?
 
     public init(
         name: String, match: RouteMatch = RouteMatch(), upstream: String, rewrite: Rule? = nil,

@@ -52,6 +52,11 @@ extension Problem {
                 detail: "upstream \(upstream): \(error.summary)", route: route)
     }
 
+    static func rateLimited(route: String) -> Problem {
+        Problem(status: 429, code: "rate-limited", title: "Too many requests",
+                detail: "route \(route) allows no more calls from this client for now; see Retry-After", route: route)
+    }
+
     static func overloaded(upstream: String, limit: String, route: String) -> Problem {
         Problem(status: 503, code: "upstream-overloaded", title: "Upstream at its limit",
                 detail: "upstream \(upstream) is at its \(limit); try again shortly", route: route)

@@ -193,6 +193,13 @@ final class ProxyHandler: UpstreamResponseDelegate {
             // An unread body would have to be drained first; closing is simpler and safe.
             return respond(problem, to: head, extraHeaders: extraHeaders, close: headRefused || hasBody)
         }
+        if let limiter = match.route.rateLimiter,
+            let wait = limiter.check(limiter.key(head.headers, client: client.peerAddress), now: Double(NIODeadline.now().uptimeNanoseconds) / 1e9)
+        {
+            log.upstream = match.route.upstream.name
+            return respond(.rateLimited(route: match.route.config.name), to: head,
+                           extraHeaders: limiter.refusalHeaders(policy: match.route.config.name, wait: wait), close: hasBody)
+        }
         let headers = head.headers
         log.route = match.route.config.name
         log.upstream = match.route.upstream.name

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Synchronization
 
 /// Runtime state a route earns while serving (captured credentials, retry
@@ -9,6 +10,7 @@ public final class RouteStateRegistry: Sendable {
     private struct Entry {
         var refreshers: [CredentialRefresher] = []
         var budget: RetryBudget?
+        var limiter: RateLimiter?
     }
 
     private let entries = Mutex<[String: Entry]>([:])
@@ -33,12 +35,22 @@ public final class RouteStateRegistry: Sendable {
         }
     }
 
+    /// A route's rate limiter: the same buckets across a reload that leaves its `rate_limit` as it was.
+    func limiter(route: String, _ config: RateLimitConfig, factory: any MetricsFactory) -> RateLimiter {
+        entries.withLock { entries in
+            if let kept = entries[route]?.limiter, kept.config == config { return kept }
+            let made = RateLimiter(config: config, route: route, factory: factory)
+            entries[route, default: Entry()].limiter = made
+            return made
+        }
+    }
+
     /// After a router was built: only what its routes use is kept.
     func keep(only routes: [Route]) {
         entries.withLock { entries in
             var kept: [String: Entry] = [:]
             for route in routes {
-                kept[route.config.name] = Entry(refreshers: route.refreshers, budget: route.retryBudget)
+                kept[route.config.name] = Entry(refreshers: route.refreshers, budget: route.retryBudget, limiter: route.rateLimiter)
             }
             entries = kept
         }

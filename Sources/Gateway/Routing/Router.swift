@@ -19,6 +19,8 @@ public final class Route: Sendable {
     /// One per distinct `refresh` action of the route's validators.
     let refreshers: [CredentialRefresher]
     let metrics: RouteMetrics
+    /// The route's `rate_limit`, shared by every event loop.
+    let rateLimiter: RateLimiter?
 
     init(config: RouteConfig, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, metrics: GatewayMetrics,
          state: RouteStateRegistry) {
@@ -27,6 +29,7 @@ public final class Route: Sendable {
         isEcho = upstream.isEcho
         self.metrics = RouteMetrics(route: config.name, upstream: upstream.name, factory: metrics.factory)
         retryBudget = config.retry?.budget.map { state.budget(route: config.name, $0) }
+        rateLimiter = config.rateLimit.map { state.limiter(route: config.name, $0, factory: metrics.factory) }
         var specs: [RefreshSpec] = []
         for validator in config.validate {
             for case .refresh(let spec) in [validator.then, validator.otherwise] where !specs.contains(spec) { specs.append(spec) }

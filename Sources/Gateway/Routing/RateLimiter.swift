@@ -1,0 +1,88 @@
+import CoreMetrics
+import Rewriter
+import Synchronization
+
+/// One key's tokens, as a value: refilled continuously at `rate` up to
+/// `capacity`, one taken per call. No clock of its own (times in seconds
+/// are passed in), so it is tested without waiting.
+struct TokenBucket: Sendable {
+    private(set) var tokens: Double
+    private(set) var updated: Double
+
+    init(capacity: Double, now: Double) {
+        tokens = capacity
+        updated = now
+    }
+
+    /// Takes a token if there is one; else how long until there is (seconds).
+    mutating func take(now: Double, rate: Double, capacity: Double) -> Double? {
+        tokens = min(capacity, tokens + max(0, now - updated) * rate)
+        updated = now
+        guard tokens < 1 else {
+            tokens -= 1
+            return nil
+        }
+        return (1 - tokens) / rate
+    }
+
+    /// Full again by `now`: forgetting it changes nothing.
+    func isIdle(now: Double, rate: Double, capacity: Double) -> Bool {
+        tokens + max(0, now - updated) * rate >= capacity
+    }
+}
+
+/// A route's `rate_limit`: the buckets of its keys, shared by every event
+/// loop, at most `maxKeys` of them (when full, keys whose buckets refilled
+/// are forgotten first, then any: memory stays bounded whatever keys clients send).
+final class RateLimiter: Sendable {
+    let config: RateLimitConfig
+    private let buckets = Mutex<[String: TokenBucket]>([:])
+    private let allowed: Counter
+    private let limited: Counter
+
+    init(config: RateLimitConfig, route: String, factory: any MetricsFactory) {
+        self.config = config
+        allowed = Counter(label: "gatewayd_rate_limit_total", dimensions: [("route", route), ("outcome", "allowed")], factory: factory)
+        limited = Counter(label: "gatewayd_rate_limit_total", dimensions: [("route", route), ("outcome", "limited")], factory: factory)
+    }
+
+    /// What a call with `key` at `now` (seconds, monotonic) may do: nil
+    /// when it goes ahead, else the seconds until it may.
+    func check(_ key: String, now: Double) -> Double? {
+        let (rate, capacity) = (config.rate, config.capacity)
+        let wait = buckets.withLock { buckets -> Double? in
+            if buckets[key] == nil, buckets.count >= config.maxKeys { forgetSome(&buckets, now: now) }
+            return buckets[key, default: TokenBucket(capacity: capacity, now: now)].take(now: now, rate: rate, capacity: capacity)
+        }
+        (wait == nil ? allowed : limited).increment()
+        return wait
+    }
+
+    var trackedKeys: Int { buckets.withLock { $0.count } }
+
+    /// The key a call is counted under.
+    func key(_ headers: HeaderList, client: String) -> String {
+        switch config.key {
+        case .clientIP: client
+        case .header(let name): headers[name] ?? ""
+        }
+    }
+
+    /// The IETF httpapi draft's fields for a refused call that may retry
+    /// after `wait` seconds, with Retry-After (RFC 9110) for older clients.
+    func refusalHeaders(policy: String, wait: Double) -> HeaderList {
+        let seconds = String(max(1, Int(wait.rounded(.up))))
+        let window = String(max(1, Int(config.per.seconds.rounded(.up))))
+        return ["Retry-After": seconds, "RateLimit-Policy": "\"\(policy)\";q=\(config.requests);w=\(window)",
+                "RateLimit": "\"\(policy)\";r=0;t=\(seconds)"]
+    }
+
+    private func forgetSome(_ buckets: inout [String: TokenBucket], now: Double) {
+        let (rate, capacity) = (config.rate, config.capacity)
+        buckets = buckets.filter { !$0.value.isIdle(now: now, rate: rate, capacity: capacity) }
+        // Every key busy: a tenth goes (their next calls start full again).
+        if buckets.count >= config.maxKeys {
+            for key in Array(buckets.keys.prefix(max(1, config.maxKeys / 10))) { buckets[key] = nil }
+        }
+    }
+}

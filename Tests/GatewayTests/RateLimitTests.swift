@@ -1,0 +1,61 @@
+import CoreMetrics
+import Foundation
+import Testing
+@testable import Gateway
+
+/// Per-route rate limits: the token bucket as a value, the limiter's memory
+/// bound, and on the wire a burst that gets exactly its allowance.
+@Suite struct RateLimitTests {
+    @Test func aBucketRefillsContinuouslyUpToItsCapacity() {
+        var bucket = TokenBucket(capacity: 3, now: 0)
+        #expect((0..<3).allSatisfy { _ in bucket.take(now: 0, rate: 1, capacity: 3) == nil })
+        #expect(bucket.take(now: 0, rate: 1, capacity: 3) == 1)
+        #expect(bucket.take(now: 0.5, rate: 1, capacity: 3) == 0.5)
+        #expect(bucket.take(now: 1, rate: 1, capacity: 3) == nil)
+        // A long quiet refills to the capacity, no further.
+        #expect(bucket.isIdle(now: 100, rate: 1, capacity: 3))
+        #expect((0..<3).allSatisfy { _ in bucket.take(now: 100, rate: 1, capacity: 3) == nil })
+        #expect(bucket.take(now: 100, rate: 1, capacity: 3) != nil)
+    }
+
+    @Test func theLimiterKeepsAtMostMaxKeys() {
+        var config = RateLimitConfig(requests: 1, per: .seconds(60))
+        config.maxKeys = 100
+        let limiter = RateLimiter(config: config, route: "r", factory: NOOPMetricsHandler.instance)
+        for key in 0..<1000 { #expect(limiter.check("k\(key)", now: 0) == nil) }
+        #expect(limiter.trackedKeys <= 100)
+        // A key still tracked is still limited.
+        #expect(limiter.check("k999", now: 0) != nil)
+    }
+
+    @Test func aBurstGetsExactlyItsAllowanceThen429sAndRecovers() async throws {
+        let upstream = RecordingUpstream()
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            logging: {access_log: false}
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - {name: slow, match: {prefix: /slow}, upstream: app, rate_limit: {requests: 5, per: 60s, burst: 2}}
+              - {name: keyed, match: {prefix: /keyed}, upstream: app, rate_limit: {requests: 2, per: 1s, key: "header:X-Api-Key"}}
+            """)
+        defer { Task { await gateway.stop(); await upstream.stop() } }
+        let codes = try EndpointsWireTests.calls(20, "\(gateway.base)/slow")
+        #expect(codes == Array(repeating: "200", count: 7) + Array(repeating: "429", count: 13))
+        #expect(upstream.requests.filter { $0.uri == "/slow" }.count == 7)
+        let refused = try curl(["-s", "-i", "\(gateway.base)/slow"]).text
+        #expect(refused.hasPrefix("HTTP/1.1 429 "))
+        #expect(refused.contains("urn:gatewayd:problem:rate-limited"))
+        // One token in 12 s (5 per 60 s): the next is at most 12 s away.
+        let retryAfter = refused.firstMatch(of: /Retry-After: (\d+)\r\n/).flatMap { Int($0.output.1) }
+        #expect(retryAfter.map { (9...12).contains($0) } == true)
+        #expect(refused.contains("RateLimit-Policy: \"slow\";q=5;w=60\r\n") && refused.contains("RateLimit: \"slow\";r=0;t=\(retryAfter ?? 0)\r\n"))
+        // Per key: each API key has its own allowance, and it comes back after the window.
+        for key in ["a", "b"] {
+            let keyed = try EndpointsWireTests.calls(3, "\(gateway.base)/keyed", headers: ["X-Api-Key: \(key)"])
+            #expect(keyed == ["200", "200", "429"], "\(key)")
+        }
+        try await Task.sleep(for: .milliseconds(1100))
+        #expect(try EndpointsWireTests.calls(2, "\(gateway.base)/keyed", headers: ["X-Api-Key: a"]) == ["200", "200"])
+    }
+}
