@@ -7,6 +7,8 @@ public struct Problem: Error, Sendable, Hashable {
     public var title: String
     public var detail: String
     public var route: String?
+    /// The call's W3C trace id, when the gateway traces calls.
+    public var traceID: String?
 
     public init(status: Int, code: String, title: String, detail: String, route: String? = nil) {
         self.status = status
@@ -27,6 +29,7 @@ public struct Problem: Error, Sendable, Hashable {
         object.append("status", .number(String(status)))
         object.append("detail", .string(detail))
         if let route { object.append("route", .string(route)) }
+        if let traceID { object.append("trace_id", .string(traceID)) }
         return JSONWriter.bytes(.object(object))
     }
 }

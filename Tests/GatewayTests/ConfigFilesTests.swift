@@ -32,6 +32,8 @@ import Testing
         #expect(ejecting.outlier?.on.contains(.validator) == true && ejecting.outlier?.consecutiveFailures == 5)
         let limits = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/examples/rate-limits.yaml").path, environment: [:]).config
         #expect(limits.routes.compactMap(\.rateLimit).map(\.key) == [.clientIP, .header("X-Api-Key")])
+        let tracing = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/examples/tracing.yaml").path, environment: [:]).config
+        #expect(tracing.tracing == TracingConfig(propagate: true, start: true))
         let shedding = try upstream("circuit-breaking.yaml")
         #expect(shedding.maxPending == 50 && shedding.maxRequests == 200)
     }

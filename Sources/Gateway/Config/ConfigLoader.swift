@@ -77,7 +77,7 @@ public struct LoadedConfig: Sendable {
 
 extension ConfigReader {
     func readConfig(_ root: Node) -> GatewayConfig? {
-        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "routes", "logging"]) else { return nil }
+        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "routes", "logging", "tracing"]) else { return nil }
         defer { fields.finish() }
         var config = GatewayConfig(listeners: [])
 
@@ -89,6 +89,11 @@ extension ConfigReader {
         }
         if let node = fields.take("admin") { config.admin = readAdmin(node, "admin") }
         if let node = fields.take("limits") { config.limits = readLimits(node, "limits") }
+        if let node = fields.take("tracing"), let tracing = mapping(node, "tracing", known: ["propagate", "start"]) {
+            if let n = tracing.take("propagate"), let v = bool(n, tracing.path("propagate")) { config.tracing.propagate = v }
+            if let n = tracing.take("start"), let v = bool(n, tracing.path("start")) { config.tracing.start = v }
+            tracing.finish()
+        }
         if let node = fields.take("logging"), let logging = mapping(node, "logging", known: ["access_log", "level", "format"]) {
             defer { logging.finish() }
             if let n = logging.take("format"), let v = oneOf(n, "logging.format", LoggingConfig.Format.self) { config.logging.format = v }

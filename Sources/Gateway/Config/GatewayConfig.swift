@@ -10,6 +10,7 @@ public struct GatewayConfig: Sendable {
     public var upstreams: [UpstreamConfig]
     public var routes: [RouteConfig]
     public var logging: LoggingConfig
+    public var tracing = TracingConfig()
 
     public init(
         listeners: [ListenerConfig], admin: AdminConfig? = nil, limits: Limits = Limits(),
@@ -26,6 +27,20 @@ public struct GatewayConfig: Sendable {
     public func upstream(named name: String) -> UpstreamConfig? {
         name == UpstreamConfig.echoName ? .echo : upstreams.first { $0.name == name }
     }
+}
+
+/// `tracing`: W3C Trace Context (traceparent / tracestate) for every call.
+/// `propagate`: a valid traceparent goes upstream with a new span id for the
+/// gateway's hop; `start`: a call without a valid one starts a trace. Off by
+/// default: the fields then pass through as any other.
+public struct TracingConfig: Sendable, Hashable {
+    public var propagate = false
+    public var start = false
+    public init(propagate: Bool = false, start: Bool = false) {
+        self.propagate = propagate
+        self.start = start
+    }
+    public var isOn: Bool { propagate || start }
 }
 
 public struct LoggingConfig: Sendable, Hashable {

@@ -25,6 +25,8 @@ public enum Explanation {
         case .routed(let routed, _): match = routed
         }
         let route = match.route
+        var random = SplitMix64(seed: UInt64.random(in: 0 ... .max))
+        _ = CallTrace.apply(&head.headers, config: config.tracing, random: &random)
         if !route.streamsBody(method: method), body.count > config.limits.maxBodyBytes {
             return .answered(.bodyTooLarge(limit: config.limits.maxBodyBytes, route: route.config.name))
         }

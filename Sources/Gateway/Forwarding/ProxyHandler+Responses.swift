@@ -52,6 +52,8 @@ extension ProxyHandler {
                                    // The gateway answers as an origin server here, which sends its clock (RFC 9110 section 6.6.1).
                                    "Date": HTTPDate.format(HTTPDate.now())]
         for field in extraHeaders { headers.add(field.name, field.value) }
+        var problem = problem
+        problem.traceID = log.traceID
         respond(status: problem.status, headers: headers, body: problem.json, to: head, close: close)
     }
 

@@ -181,6 +181,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     }
 
     func received(_ head: consuming RequestHead) {
+        log.traceID = CallTrace.apply(&head.headers, config: shared.config.tracing, random: &random)
         let limits = shared.config.limits
         let framing = client.framing(of: head)
         let hasBody = framing != .none && framing != .length(0)

@@ -26,6 +26,8 @@ final class AccessLog: Sendable {
         var tries = 0
         var bytes = 0
         var requestID = "-"
+        /// The W3C trace id the call carried upstream, when tracing is on.
+        var traceID: String?
         /// Why the last try failed, in full (never shown to the client).
         var reason: String?
     }
@@ -79,6 +81,7 @@ final class AccessLog: Sendable {
         line.field("upstream_ttfb_ms", entry.firstByte.map { .millis($0.nanoseconds) } ?? .none)
         line.field("tries", .int(entry.tries))
         line.field("request_id", .text(entry.requestID))
+        line.field("trace_id", entry.traceID.map { .text($0) } ?? .none)
         line.field("outcome", .text(outcome))
         line.field("user_agent", entry.userAgent.map { .text($0) } ?? .none)
         if let reason = entry.reason { line.field("reason", .text(reason)) }
