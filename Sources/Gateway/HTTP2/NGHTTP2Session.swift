@@ -20,6 +20,12 @@ protocol NGHTTP2SessionDelegate: AnyObject {
     func readBody(stream: Int32, into buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyRead
 }
 
+/// A stream whose body libnghttp2 takes from a queue (`readBody`).
+protocol HTTP2BodySource: AnyObject {
+    /// Its queue went out (wholly or in part): it may take more from its call.
+    func mayWriteAgain()
+}
+
 /// What a frame that arrived says, copied out of libnghttp2's union.
 struct HTTP2FrameSummary {
     var type: nghttp2_frame_type
@@ -124,19 +130,27 @@ final class NGHTTP2Session {
             context.eventLoop.assumeIsolated().execute { context.close(promise: nil) }
             return false
         }
+        let drained = self.drained
+        self.drained = []
+        for stream in drained { stream.mayWriteAgain() }
         return true
     }
 
     /// `flush` at the end of this event-loop tick, once (every stream has
     /// written by then): one write for all of them.
-    func flushLater(_ context: ChannelHandlerContext, then done: @escaping () -> Void) {
+    func flushLater(_ context: ChannelHandlerContext) {
         guard !busy, !flushScheduled else { return }
         flushScheduled = true
         context.eventLoop.assumeIsolated().execute { [self] in
             flushScheduled = false
-            done()
+            _ = flush(context)
         }
     }
+
+    /// Streams whose queued body went out: told once the send is done that they may write again.
+    private var drained: [any HTTP2BodySource] = []
+
+    func bodyDrained(_ stream: any HTTP2BodySource) { drained.append(stream) }
 
     /// Neither side has anything more to say: the connection can close.
     var isFinished: Bool { nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 }

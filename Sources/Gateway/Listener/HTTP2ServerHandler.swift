@@ -21,8 +21,6 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     let maxHeaderBytes: Int
     private let idleTimeout: TimeAmount
 
-    /// Streams whose queued body went out: told after the send that they may write again.
-    private var drained: [HTTP2ServerStream] = []
 
     /// The streams' deadlines and the connection's idle and keepalive checks share one wake-up.
     private var timer = LazyTimer()
@@ -102,14 +100,12 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     /// A stream has output: sent at the end of this read batch, or of this tick.
     func needsSend() {
         guard let context else { return }
-        session.flushLater(context) { [self] in sendNow() }
+        session.flushLater(context)
     }
 
     private func sendNow() {
-        guard let context, session.flush(context) else { return }
-        let drained = self.drained
-        self.drained = []
-        for stream in drained { stream.mayWriteAgain() }
+        guard let context else { return }
+        _ = session.flush(context)
     }
 
     // MARK: The session's events
@@ -188,7 +184,7 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     func consume(_ stream: HTTP2ServerStream, _ count: Int) { session.consume(stream: stream.id, count) }
     func consumeConnection(_ count: Int) { session?.consumeConnection(count) }
     func sendWindow(_ stream: HTTP2ServerStream) -> Int { session.sendWindow(stream: stream.id) }
-    func bodyDrained(_ stream: HTTP2ServerStream) { drained.append(stream) }
+    func bodyDrained(_ stream: HTTP2ServerStream) { session.bodyDrained(stream) }
 
     var isWritable: Bool { context?.channel.isWritable == true }
 
@@ -259,7 +255,6 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
         timer.cancel()
         let closing = streams.values
         streams = [:]
-        drained = []
         for stream in closing { stream.closed() }
     }
 }

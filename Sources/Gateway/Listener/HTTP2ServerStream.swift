@@ -7,7 +7,7 @@ import NIOHTTP1
 /// taken by libnghttp2 as the peer's windows allow (`readBody`). Reading
 /// pauses by not consuming what arrived, which keeps the stream's window
 /// shut. Lives until the stream closes; afterwards writes go nowhere.
-final class HTTP2ServerStream: ClientSide {
+final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     let id: Int32
     /// Holds the connection's handler until the stream closes (then the
     /// connection lets go of this stream, which breaks the cycle).

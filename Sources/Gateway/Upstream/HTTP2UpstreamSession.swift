@@ -15,7 +15,6 @@ final class HTTP2UpstreamSession: ChannelInboundHandler, NGHTTP2SessionDelegate 
     private var session: NGHTTP2Session!
     private var context: ChannelHandlerContext?
     private var streams: [Int32: HTTP2UpstreamStream] = [:]
-    private var drained: [HTTP2UpstreamStream] = []
     /// The upstream sent GOAWAY or the connection is gone: calls open a new connection.
     private(set) var acceptsStreams = true
     private(set) lazy var peerAddress = context?.channel.remoteAddress.map(\.hostAndPort) ?? upstream
@@ -80,14 +79,12 @@ final class HTTP2UpstreamSession: ChannelInboundHandler, NGHTTP2SessionDelegate 
 
     func needsSend() {
         guard let context else { return }
-        session.flushLater(context) { [self] in sendNow() }
+        session.flushLater(context)
     }
 
     private func sendNow() {
-        guard let context, session.flush(context) else { return }
-        let drained = self.drained
-        self.drained = []
-        for stream in drained { stream.mayWriteAgain() }
+        guard let context else { return }
+        _ = session.flush(context)
     }
 
     /// Submits `stream`'s request; returns its id (not positive: refused).
@@ -105,7 +102,7 @@ final class HTTP2UpstreamSession: ChannelInboundHandler, NGHTTP2SessionDelegate 
     func consume(_ stream: HTTP2UpstreamStream, _ count: Int) { session.consume(stream: stream.id, count) }
     func consumeConnection(_ count: Int) { session?.consumeConnection(count) }
     func sendWindow(_ stream: HTTP2UpstreamStream) -> Int { session.sendWindow(stream: stream.id) }
-    func bodyDrained(_ stream: HTTP2UpstreamStream) { drained.append(stream) }
+    func bodyDrained(_ stream: HTTP2UpstreamStream) { session.bodyDrained(stream) }
 
     func reset(_ stream: HTTP2UpstreamStream) {
         session.reset(stream: stream.id, code: NGHTTP2_CANCEL)
@@ -158,7 +155,6 @@ final class HTTP2UpstreamSession: ChannelInboundHandler, NGHTTP2SessionDelegate 
         acceptsStreams = false
         let closing = streams.values
         streams = [:]
-        drained = []
         for stream in closing { stream.connectionClosed() }
     }
 }

@@ -7,7 +7,7 @@ import Rewriter
 /// single request and is never pooled. The request body is queued here and
 /// taken by libnghttp2 as the upstream's windows allow; reading the
 /// response pauses by not consuming it, which shuts this stream's window only.
-final class HTTP2UpstreamStream: UpstreamConnection {
+final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     private let session: HTTP2UpstreamSession
     let upstream: String
     var exchange = UpstreamExchange()
