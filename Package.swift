@@ -84,7 +84,9 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
-            ]
+            ],
+            // The Python peers the tests run (ws_peer.py).
+            exclude: ["Peers"]
         ),
     ]
 )

@@ -34,6 +34,8 @@ import Testing
         #expect(limits.routes.compactMap(\.rateLimit).map(\.key) == [.clientIP, .header("X-Api-Key")])
         let tracing = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/examples/tracing.yaml").path, environment: [:]).config
         #expect(tracing.tracing == TracingConfig(propagate: true, start: true))
+        let websocket = try ConfigLoader.load(file: Self.root.appendingPathComponent("config/examples/websocket.yaml").path, environment: [:]).config
+        #expect(websocket.routes.map(\.upgrade) == [["websocket"], []])
         let shedding = try upstream("circuit-breaking.yaml")
         #expect(shedding.maxPending == 50 && shedding.maxRequests == 200)
     }

@@ -55,7 +55,11 @@ import Testing
             let bad = try curl(["-i", "\(gateway.base)/bad"]).text
             #expect(bad.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
             #expect(bad.contains("urn:gatewayd:problem:upstream-reset") && bad.contains("malformed response"))
-            let upgrade = try curl(["-i", "\(gateway.base)/upgrade", "-H", "Upgrade: websocket", "-H", "Connection: Upgrade"]).text
+            // An upgrade the route does not allow never reaches the upstream.
+            let refused = try curl(["-i", "\(gateway.base)/upgrade", "-H", "Upgrade: websocket", "-H", "Connection: Upgrade"]).text
+            #expect(refused.hasPrefix("HTTP/1.1 400 ") && refused.contains("urn:gatewayd:problem:upgrade-not-allowed"))
+            // An upstream that switches protocols unasked: 502, nothing tunnelled.
+            let upgrade = try curl(["-i", "\(gateway.base)/upgrade"]).text
             #expect(upgrade.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n") && upgrade.contains("switched protocols"))
 
             // a response to HEAD has no body whatever its length says: the
@@ -69,7 +73,7 @@ import Testing
             // A connection whose answer ended by closing, or was malformed, is never reused.
             let ends = requests.indices.filter { index in ["GET /close ", "GET /bad ", "GET /upgrade "].contains { requests[index].text.hasPrefix($0) } }
             #expect(ends.count == 5)
-            // Upgrade is hop-by-hop: the upstream was never asked for one.
+            // The upstream was never asked for an upgrade.
             #expect(requests.contains { $0.text.hasPrefix("GET /upgrade ") && !$0.text.lowercased().contains("upgrade: websocket") })
             for end in ends {
                 #expect(!requests[(end + 1)...].contains { $0.connection == requests[end].connection })

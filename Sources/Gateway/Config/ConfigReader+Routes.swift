@@ -3,7 +3,7 @@ import Yams
 
 extension ConfigReader {
     func readRoute(_ node: Node, _ path: String, config: GatewayConfig) -> RouteConfig? {
-        guard let fields = mapping(node, path, known: ["name", "match", "upstream", "rewrite", "headers", "response_headers", "keep_host", "timeout", "retry", "validate", "rate_limit"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["name", "match", "upstream", "rewrite", "headers", "response_headers", "keep_host", "timeout", "retry", "validate", "rate_limit", "upgrade"]) else { return nil }
         defer { fields.finish() }
         let name = fields.take("name").flatMap { string($0, fields.path("name")) }
         if let name, !routeNames.insert(name).inserted {
@@ -31,6 +31,17 @@ extension ConfigReader {
         if let n = fields.take("keep_host"), let v = bool(n, fields.path("keep_host")) { route.keepHost = v }
         if let n = fields.take("timeout") { route.timeout = duration(n, fields.path("timeout")) }
         if let n = fields.take("rate_limit") { route.rateLimit = readRateLimit(n, fields.path("rate_limit")) }
+        let upgradeNode = fields.take("upgrade")
+        if let n = upgradeNode, let items = sequence(n, fields.path("upgrade")) {
+            route.upgrade = items.enumerated().compactMap { index, item in
+                guard let name = string(item, fields.path("upgrade") + "[\(index)]") else { return nil }
+                guard HeaderList.isValidName(name), name.lowercased() != "h2c" else {
+                    report(item, fields.path("upgrade") + "[\(index)]", "expected a protocol token such as websocket, found '\(name)'")
+                    return nil
+                }
+                return name.lowercased()
+            }
+        }
         let retryNode = fields.take("retry")
         if let n = retryNode { route.retry = readRetry(n, fields.path("retry"), route: route) }
         if let n = fields.take("validate"), let items = sequence(n, fields.path("validate")) {
@@ -41,6 +52,16 @@ extension ConfigReader {
                 warn(retryNode, fields.path("retry.on"),
                      "\(status) is never retried: \(validator.label) decides it first; put that status in its range, or the retry before it")
             }
+        }
+        if !route.upgrade.isEmpty {
+            if route.rewrite != nil || route.validate.contains(where: \.readsBody) {
+                warn(upgradeNode, fields.path("upgrade"),
+                     "request rewriting and body validators do not apply to upgraded calls (the tunnel's bytes are not HTTP)")
+            }
+            if config.upstream(named: route.upstream)?.http2 == true {
+                report(upgradeNode, fields.path("upgrade"), "upstream \(route.upstream) speaks HTTP/2, which has no Upgrade; use an HTTP/1.1 upstream")
+            }
+            if route.upstream == UpstreamConfig.echoName { report(upgradeNode, fields.path("upgrade"), "the built-in echo cannot switch protocols") }
         }
         if let timeout = route.timeout, let perTry = route.retry?.perTryTimeout, perTry > timeout {
             report(node, fields.path("retry.per_try_timeout"), "is longer than the route's timeout (\(DurationParser.format(timeout)))")

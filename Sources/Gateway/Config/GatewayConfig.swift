@@ -213,6 +213,8 @@ public struct RouteConfig: Sendable {
     public var retry: RetryPolicy?
     public var validate: [ValidatorSpec]
     public var rateLimit: RateLimitConfig?
+    /// Protocols a client may switch to (`Upgrade`, lower case), e.g. `websocket`: the call becomes a tunnel.
+    public var upgrade: [String] = []
 
     public init(
         name: String, match: RouteMatch = RouteMatch(), upstream: String, rewrite: Rule? = nil,

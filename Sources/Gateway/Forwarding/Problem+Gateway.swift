@@ -52,6 +52,11 @@ extension Problem {
                 detail: "upstream \(upstream): \(error.summary)", route: route)
     }
 
+    static func upgradeNotAllowed(_ protocolName: String, route: String) -> Problem {
+        Problem(status: 400, code: "upgrade-not-allowed", title: "Protocol upgrade not allowed",
+                detail: "route \(route) does not switch to '\(protocolName)' (routes[].upgrade)", route: route)
+    }
+
     static func rateLimited(route: String) -> Problem {
         Problem(status: 429, code: "rate-limited", title: "Too many requests",
                 detail: "route \(route) allows no more calls from this client for now; see Retry-After", route: route)

@@ -130,6 +130,33 @@ extension ProxyHandler {
         return true
     }
 
+    /// The upstream switched protocols: the 101 goes to the client with its
+    /// Upgrade, and both connections become one tunnel until either closes
+    /// (then the call's access line: bytes each way, duration).
+    func upstreamSwitched(_ head: ResponseHead, connection: any UpstreamConnection) {
+        guard let call = endCall(), let clientEnd = client as? any TunnelEnd, let upstreamEnd = connection as? any TunnelEnd else {
+            connection.close()
+            return client.close()
+        }
+        log.upstreamStatus = 101
+        if let sentAt = log.sentAt { log.firstByte = .now() - sentAt }
+        var switched = head
+        switched.headers.removeHopByHop()
+        switched.headers.set("Connection", "Upgrade")
+        if let upgrade = head.headers["Upgrade"] ?? call.request.headers["Upgrade"] { switched.headers.set("Upgrade", upgrade) }
+        switched.headers.set("X-Request-Id", call.requestID)
+        call.route.config.responseHeaders.apply(to: &switched.headers)
+        client.write(.head(switched))
+        client.flush()
+        let tunnel = Tunnel(client: clientEnd, upstream: upstreamEnd,
+                            idleTimeout: shared.config.limits.idleTimeout.timeAmount, on: client.eventLoop) { [self] tunnel in
+            log.bytes = tunnel.bytesFromUpstream
+            log.requestBytes = tunnel.bytesFromClient
+            record(status: 101, outcome: "tunnel-closed")
+        }
+        guard connection.startTunnel(tunnel), client.startTunnel(tunnel) else { return tunnel.close() }
+    }
+
     func upstreamHead(_ upstreamHead: consuming ResponseHead) {
         machine.responseHeadArrived()
         // Logged whatever the validators make of it.

@@ -31,4 +31,8 @@ protocol ClientSide: AnyObject {
     func wake(at when: NIODeadline)
     /// An HTTP/2 stream carries one exchange; an HTTP/1.1 connection waits for the next.
     var carriesOneExchange: Bool { get }
+    /// After a 101 the connection carries `tunnel`'s bytes; false where that cannot be (an HTTP/2 stream).
+    func startTunnel(_ tunnel: Tunnel) -> Bool
+    /// Whether a 101 can turn this into a tunnel (an HTTP/1.1 connection).
+    var canTunnel: Bool { get }
 }

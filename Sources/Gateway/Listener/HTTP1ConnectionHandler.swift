@@ -21,6 +21,8 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     private var parsing = false
     private var state = HTTP1ConnectionStateMachine()
     private let readGate = ReadGate()
+    /// After 101 Switching Protocols: bytes go to the upstream as they are.
+    private var tunnel: Tunnel?
     private var timer = LazyTimer()
 
     /// The response being written: how its body is framed, and the bytes not
@@ -78,6 +80,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if let tunnel { return tunnel.fromClient(unwrapInboundIn(data)) }
         guard state.readsRequests else { return }
         received.cumulate(unwrapInboundIn(data))
         parse()
@@ -129,11 +132,17 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { proxy?.clientBecameWritable() }
+        if context.channel.isWritable { tunnel?.clientWritable() ?? proxy?.clientBecameWritable() }
         context.fireChannelWritabilityChanged()
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        tunnel?.clientReadComplete()
+        context.fireChannelReadComplete()
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
+        tunnel?.close()
         proxy?.abandonCall()
         context.fireChannelInactive()
     }
@@ -143,9 +152,12 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     /// that stops sending gets its answers, then the connection closes.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .inputClosed = event as? ChannelEvent {
+            if let tunnel { return tunnel.close() }
             return run(state.inputEnded(midRequest: !decoder.isIdle))
         }
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        // A tunnel runs until it ends or the drain's deadline closes it.
+        guard tunnel == nil else { return }
         if proxy?.quiesce() == true { context.close(promise: nil) }
     }
 
@@ -295,4 +307,28 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
 
     /// Back-pressure: the channel's reads wait while the call or the waiting bytes say stop.
     func read(context: ChannelHandlerContext) { readGate.read(context: context) }
+
+    /// The 101 went out: from now on the connection is one end of `tunnel`;
+    /// bytes the client sent after its request head go through first.
+    var canTunnel: Bool { !requestIsHTTP10 }
+
+    func startTunnel(_ tunnel: Tunnel) -> Bool {
+        self.tunnel = tunnel
+        readGate.set(open: true)
+        if received.readableBytes > 0 {
+            let early = received
+            received = ByteBuffer()
+            tunnel.fromClient(early)
+            tunnel.clientReadComplete()
+        }
+        return true
+    }
+}
+
+extension HTTP1ConnectionHandler: TunnelEnd {
+    func tunnelWrite(_ buffer: ByteBuffer) { context?.write(wrapOutboundOut(buffer), promise: nil) }
+    func flushTunnel() { context?.flush() }
+    var tunnelWritable: Bool { isWritable }
+    func setTunnelReading(_ on: Bool) { readGate.set(open: on) }
+    func closeTunnel() { context?.close(promise: nil) }
 }

@@ -48,6 +48,9 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// HTTP/2 names the authority in `:authority`; no absolute-form target arrives here.
     var localAuthority: String { "" }
     var carriesOneExchange: Bool { true }
+    /// HTTP/2 carries no Upgrade (extended CONNECT is not served yet).
+    func startTunnel(_ tunnel: Tunnel) -> Bool { false }
+    var canTunnel: Bool { false }
     func framing(of head: RequestHead) -> RequestFraming { requestFraming }
     func wake(at when: NIODeadline) { connection.wake(at: when) }
 

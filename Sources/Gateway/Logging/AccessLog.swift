@@ -28,6 +28,8 @@ final class AccessLog: Sendable {
         var requestID = "-"
         /// The W3C trace id the call carried upstream, when tracing is on.
         var traceID: String?
+        /// A tunnel's bytes from the client (its bytes to the client are `bytes`).
+        var requestBytes: Int?
         /// Why the last try failed, in full (never shown to the client).
         var reason: String?
     }
@@ -77,6 +79,7 @@ final class AccessLog: Sendable {
         line.field("status", .int(status))
         line.field("upstream_status", entry.upstreamStatus.map { .int($0) } ?? .none)
         line.field("bytes", .int(entry.bytes))
+        if let requestBytes = entry.requestBytes { line.field("request_bytes", .int(requestBytes)) }
         line.field("duration_ms", .millis((now - entry.start).nanoseconds))
         line.field("upstream_ttfb_ms", entry.firstByte.map { .millis($0.nanoseconds) } ?? .none)
         line.field("tries", .int(entry.tries))

@@ -11,6 +11,8 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     private(set) lazy var peerAddress = channel.remoteAddress.map(\.hostAndPort) ?? upstream
     let readGate = ReadGate()
     weak var pool: UpstreamPool?
+    /// After a 101: the connection is one end of a tunnel, never pooled again.
+    private(set) var tunnel: Tunnel?
     private var keepAlive = true
     /// The streamed request body goes in chunks (it has no Content-Length).
     private var chunked = false
@@ -55,6 +57,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     /// The request head as bytes, with room for `extra` more.
     private func start(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, extra: Int) -> ByteBuffer {
         exchange.begin(delegate, on: endpoint)
+        exchange.upgrading = request.headers.contains("Upgrade")
         keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
         chunked = request.framing == .streamed
         decoder.expect(method: HTTPMethod(rawValue: request.method))
@@ -82,6 +85,12 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     func giveBack() { pool?.release(self) }
 
     var isWritable: Bool { channel.isWritable }
+
+    func startTunnel(_ tunnel: Tunnel) -> Bool {
+        self.tunnel = tunnel
+        readGate.set(open: true)
+        return true
+    }
     func setReading(_ on: Bool) { readGate.set(open: on) }
     func close() { channel.close(promise: nil) }
 
@@ -120,9 +129,18 @@ final class HTTP1UpstreamHandler: ChannelDuplexHandler {
     init(connection: HTTP1UpstreamConnection) { self.connection = connection }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if let tunnel = connection.tunnel { return tunnel.fromUpstream(unwrapInboundIn(data)) }
         received.cumulate(unwrapInboundIn(data))
         do {
-            while let part = try connection.decoder.next(&received) { connection.received(part) }
+            while let part = try connection.decoder.next(&received) {
+                connection.received(part)
+                // Switched: what followed the 101 already belongs to the other protocol.
+                if let tunnel = connection.tunnel {
+                    if received.readableBytes > 0 { tunnel.fromUpstream(received) }
+                    received = ByteBuffer()
+                    return
+                }
+            }
         } catch {
             received = ByteBuffer()
             connection.failed(.reset("upstream \(connection.upstream) sent a malformed response: \(error)",
@@ -132,6 +150,11 @@ final class HTTP1UpstreamHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        if let tunnel = connection.tunnel {
+            tunnel.close()
+            connection.closed()
+            return context.fireChannelInactive()
+        }
         // A response read until close ends here; any other was cut short.
         do {
             if let end = try connection.decoder.inputClosed() { connection.received(end) }
@@ -147,14 +170,26 @@ final class HTTP1UpstreamHandler: ChannelDuplexHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        connection.readComplete()
+        if let tunnel = connection.tunnel { tunnel.upstreamReadComplete() } else { connection.readComplete() }
         context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        connection.writabilityChanged()
+        if let tunnel = connection.tunnel {
+            if context.channel.isWritable { tunnel.upstreamWritable() }
+        } else {
+            connection.writabilityChanged()
+        }
         context.fireChannelWritabilityChanged()
     }
 
     func read(context: ChannelHandlerContext) { connection.readGate.read(context: context) }
+}
+
+extension HTTP1UpstreamConnection: TunnelEnd {
+    func tunnelWrite(_ buffer: ByteBuffer) { channel.write(buffer, promise: nil) }
+    func flushTunnel() { channel.flush() }
+    var tunnelWritable: Bool { channel.isWritable }
+    func setTunnelReading(_ on: Bool) { readGate.set(open: on) }
+    func closeTunnel() { channel.close(promise: nil) }
 }

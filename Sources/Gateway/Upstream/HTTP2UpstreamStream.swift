@@ -84,6 +84,7 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     }
 
     func giveBack() {}
+    func startTunnel(_ tunnel: Tunnel) -> Bool { false }
 
     /// The stream closes by itself once both sides ended; it is reset if ours had not.
     func responseEnded() {

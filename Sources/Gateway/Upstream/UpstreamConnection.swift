@@ -14,6 +14,9 @@ protocol UpstreamResponseDelegate: AnyObject {
     func upstreamWritabilityChanged(_ writable: Bool)
     /// The end of one read batch: the time to flush what was written downstream.
     func upstreamReadComplete()
+    /// The upstream answered an upgrade request with 101: `connection` now
+    /// carries the other protocol's bytes (its exchange is over).
+    func upstreamSwitched(_ head: ResponseHead, connection: any UpstreamConnection)
 }
 
 /// How far a failed try got: what decides whether it may be sent again.
@@ -45,6 +48,8 @@ protocol UpstreamConnection: AnyObject {
     func setReading(_ on: Bool)
     /// Ends the connection (HTTP/1.1) or resets the stream (HTTP/2): its state is unknown.
     func close()
+    /// After a 101: the connection carries `tunnel`'s bytes; false where it cannot (an HTTP/2 stream).
+    func startTunnel(_ tunnel: Tunnel) -> Bool
     /// Sends the whole request (head, buffered body, end).
     func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate)
     /// Starts a request whose body follows part by part (`sendBody`, `sendEnd`).
@@ -71,6 +76,8 @@ struct UpstreamExchange {
     var requestWritten = false
     /// False while a streamed request body is still being sent.
     var requestComplete = true
+    /// The request asked to switch protocols (Upgrade): a 101 answers it.
+    var upgrading = false
 
     mutating func begin(_ delegate: UpstreamResponseDelegate, on endpoint: Endpoint) {
         _ = end()
@@ -100,6 +107,10 @@ extension UpstreamConnection {
         guard let delegate = exchange.delegate else { return }
         switch consume part {
         case .head(let head):
+            if head.status.code == 101, exchange.upgrading {
+                _ = exchange.end()
+                return delegate.upstreamSwitched(head, connection: self)
+            }
             // The request asked for no upgrade (Upgrade is hop-by-hop): a tunnel is not forwarded.
             if head.status.code == 101 {
                 return failed(.reset("upstream \(upstream) answered 101", summary: "it switched protocols, which is not forwarded"),

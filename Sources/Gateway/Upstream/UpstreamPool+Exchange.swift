@@ -79,4 +79,8 @@ final class BufferedResponse: UpstreamResponseDelegate {
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) { fail(error) }
     func upstreamWritabilityChanged(_ writable: Bool) {}
     func upstreamReadComplete() {}
+    func upstreamSwitched(_ head: ResponseHead, connection: any UpstreamConnection) {
+        connection.close()
+        fail(.reset("the upstream switched protocols"))
+    }
 }

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+@testable import Gateway
+
+/// WebSocket through the gateway between two independent peers (Python
+/// `websockets`): the upgrade, echoes both ways, 10 MiB each way with
+/// bounded memory, the close handshake, drain with a tunnel open, and an
+/// upgrade on a route that does not allow it.
+@Suite(.serialized) struct WebSocketTunnelTests {
+    static let peer = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers/ws_peer.py").path
+
+    /// Stops the echo server. SIGKILL: a child may inherit a signal mask
+    /// that blocks SIGTERM from the test process's threads.
+    static func stop(_ server: Process) { kill(server.processIdentifier, SIGKILL) }
+
+    /// The echo server, running until the test ends; its port.
+    static func echoServer() throws -> (Process, Int) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [peer, "server"]
+        let out = Pipe()
+        process.standardOutput = out
+        // Not the test's own stderr: a peer still running must not hold that pipe open.
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var line = ""
+        let deadline = Date().addingTimeInterval(10)
+        while !line.contains("\n"), Date() < deadline {
+            let data = out.fileHandleForReading.availableData
+            if data.isEmpty { Thread.sleep(forTimeInterval: 0.02) } else { line += String(decoding: data, as: UTF8.self) }
+        }
+        let port = try #require(Int(line.trimmingCharacters(in: .whitespacesAndNewlines)))
+        return (process, port)
+    }
+
+    static func gateway(_ upstreamPort: Int, drain: String = "30s") throws -> SpawnedGateway {
+        try SpawnedGateway(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            limits: {drain_timeout: \(drain)}
+            upstreams: {ws: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes:
+              - {name: chat, match: {prefix: /chat}, upstream: ws, upgrade: [websocket]}
+              - {name: plain, match: {prefix: /plain}, upstream: ws}
+            """)
+    }
+
+    @Test func echoesTenMiBEachWayAndClosesCleanly() throws {
+        let (server, port) = try Self.echoServer()
+        defer { Self.stop(server) }
+        let gateway = try Self.gateway(port)
+        defer { gateway.stop() }
+        let result = try runPeer("/usr/bin/python3", [Self.peer, "client", "ws://127.0.0.1:\(gateway.port)/chat", "10"])
+        #expect(result.text.contains("ok close=1000"), "\(result.text) \(gateway.log)")
+        // 10 MiB each way went through without being held: memory stays near its idle size.
+        #expect(try gateway.residentBytes() < 80 << 20)
+        // One access line for the tunnel, when it ended: 101, bytes each way.
+        let deadline = Date().addingTimeInterval(3)
+        while Date() < deadline, !gateway.log.contains("outcome=tunnel-closed") { Thread.sleep(forTimeInterval: 0.05) }
+        let line = gateway.log.split(separator: "\n").first { $0.contains("outcome=tunnel-closed") } ?? ""
+        #expect(line.contains("status=101") && line.contains("route=chat"), "\(line)")
+        let sent = line.firstMatch(of: /request_bytes=(\d+)/).flatMap { Int($0.output.1) } ?? 0
+        let received = line.firstMatch(of: /\sbytes=(\d+)/).flatMap { Int($0.output.1) } ?? 0
+        #expect(sent > 10 << 20 && received > 10 << 20, "\(line)")
+    }
+
+    @Test func anUpgradeOnARouteThatDoesNotAllowItIsRefused() throws {
+        let (server, port) = try Self.echoServer()
+        defer { Self.stop(server) }
+        let gateway = try Self.gateway(port)
+        defer { gateway.stop() }
+        let answer = try curl(["-s", "-i", "-H", "Connection: Upgrade", "-H", "Upgrade: websocket", "-H", "Sec-WebSocket-Version: 13",
+                               "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "http://127.0.0.1:\(gateway.port)/plain"]).text
+        #expect(answer.hasPrefix("HTTP/1.1 400 "))
+        #expect(answer.contains("urn:gatewayd:problem:upgrade-not-allowed"))
+        let refused = try runPeer("/usr/bin/python3", [Self.peer, "client", "ws://127.0.0.1:\(gateway.port)/plain"])
+        #expect(!refused.text.contains("ok close"))
+    }
+
+    /// SIGTERM with a tunnel open: it keeps working while the drain lasts,
+    /// then the drain's deadline closes it and the daemon exits.
+    @Test func drainWaitsForAnOpenTunnelUpToItsDeadline() throws {
+        let (server, port) = try Self.echoServer()
+        defer { Self.stop(server) }
+        let gateway = try Self.gateway(port, drain: "2s")
+        defer { gateway.stop() }
+        let holder = try BackgroundPeer("/usr/bin/python3", [Self.peer, "hold", "ws://127.0.0.1:\(gateway.port)/chat", "10"])
+        Thread.sleep(forTimeInterval: 0.5)
+        let signalled = Date()
+        gateway.signal(SIGTERM)
+        let held = holder.finish()
+        let echoed = held.firstMatch(of: /echoed=(\d+)/).flatMap { Int($0.output.1) } ?? 0
+        let after = held.firstMatch(of: /after=([\d.]+)/).flatMap { Double($0.output.1) } ?? 0
+        // Echoes went on during the drain (about 5 a second), and it ended at its deadline, not at the holder's 10 s.
+        #expect(echoed >= 8, "\(held)")
+        #expect(after < 6, "\(held)")
+        gateway.process.waitUntilExit()
+        #expect(Date().timeIntervalSince(signalled) < 8)
+    }
+}
