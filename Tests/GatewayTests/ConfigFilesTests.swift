@@ -19,6 +19,22 @@ import Testing
         #expect(Self.configFiles.contains("examples/retries.yaml"))
     }
 
+    @Test func anUpgradedRouteSaysWhatDoesNotApplyAndWhatCannotBe() throws {
+        let loaded = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {ws: {url: "http://127.0.0.1:9000"}}
+            routes: [{name: a, upstream: ws, upgrade: [websocket], rewrite: {encoding: query}}]
+            """)
+        #expect(loaded.warnings.map(\.description).contains { $0.contains("routes[0].upgrade: request rewriting and body validators do not apply") })
+        #expect(throws: ConfigError.self) {
+            try ConfigLoader.load(yaml: """
+                listeners: [{address: 127.0.0.1:0}]
+                upstreams: {h2: {url: "http://127.0.0.1:9001", http2: true}}
+                routes: [{name: b, upstream: h2, upgrade: [websocket]}]
+                """)
+        }
+    }
+
     /// One example per endpoint feature, read as documented.
     @Test func theEndpointExamplesSayWhatTheyShow() throws {
         func upstream(_ file: String) throws -> UpstreamConfig {
