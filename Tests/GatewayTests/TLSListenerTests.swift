@@ -70,4 +70,26 @@ import Testing
         #expect(refused.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n"))
         #expect(upstream.requests.count == 1)
     }
+
+    /// h2 over TLS to the upstream (ALPN h2), on libnghttp2's client session:
+    /// calls are streams on one verified connection.
+    @Test func http2UpstreamsOverTLSMultiplexOnOneConnection() async throws {
+        let (certificate, key) = try Self.makeCertificate()
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+        configuration.applicationProtocols = ["h2"]
+        let upstream = RecordingUpstream(tls: try NIOSSLContext(configuration: configuration), http2: true)
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {secure: {url: "https://127.0.0.1:\(port)/v2", http2: true, tls: {ca_file: "\(certificate)"}}}
+            routes: [{name: secure, upstream: secure}]
+            """)
+        defer { Task { await gateway.stop() } }
+        for n in 1...3 { #expect(try curl(["-s", "\(gateway.base)/item/\(n)"]).text == "ok") }
+        #expect(upstream.requests.map(\.uri) == ["/v2/item/1", "/v2/item/2", "/v2/item/3"])
+        #expect(upstream.connections == 1)
+    }
 }
