@@ -96,4 +96,35 @@ import Testing
         gateway.process.waitUntilExit()
         #expect(Date().timeIntervalSince(signalled) < 8)
     }
+
+    /// RFC 8441 over h2c: an extended CONNECT with `:protocol websocket`
+    /// becomes an HTTP/1.1 upgrade to the upstream; the stream's DATA frames
+    /// carry the WebSocket frames both ways.
+    @Test func anExtendedConnectOverH2cBecomesAnUpgrade() throws {
+        let (server, port) = try Self.echoServer()
+        defer { Self.stop(server) }
+        let gateway = try Self.gateway(port)
+        defer { gateway.stop() }
+        let client = try NGHTTP2Client(port: gateway.port)
+        // SETTINGS both ways first: :protocol is allowed once the gateway's ENABLE_CONNECT_PROTOCOL is acknowledged.
+        client.run(seconds: 0.3) { _ in false }
+        let block = client.encodeHeaderBlock([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":path", "/chat"),
+                                              (":authority", "localhost"), ("sec-websocket-version", "13")])
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: block))
+        client.readRaw(seconds: 5) { $0.rawFrames.contains { $0.type == 0x1 && $0.stream == 1 } }
+        #expect(client.rawFrames.contains { $0.type == 0x1 && $0.stream == 1 }, "the 200 that accepts the tunnel")
+        #expect(!client.rawFrames.contains { $0.type == 0x3 && $0.stream == 1 })
+        // A masked text frame "hello" (RFC 6455 §5.2); the echo comes back unmasked.
+        let mask: [UInt8] = [1, 2, 3, 4]
+        let masked = Array("hello".utf8).enumerated().map { $1 ^ mask[$0 % 4] }
+        client.sendRaw(NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 1, payload: [0x81, 0x85] + mask + masked))
+        client.readRaw(seconds: 5) { ($0.rawData[1] ?? []).count >= 7 }
+        #expect(client.rawData[1] == [0x81, 0x05] + Array("hello".utf8))
+        // A route without upgrade refuses it on its stream.
+        let refused = client.encodeHeaderBlock([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":path", "/plain"),
+                                                (":authority", "localhost"), ("sec-websocket-version", "13")])
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 3, payload: refused))
+        client.readRaw(seconds: 5) { $0.rawFrames.contains { $0.type == 0x0 && $0.stream == 3 } }
+        #expect(String(decoding: client.rawData[3] ?? [], as: UTF8.self).contains("upgrade-not-allowed"))
+    }
 }

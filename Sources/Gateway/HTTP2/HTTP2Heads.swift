@@ -15,6 +15,8 @@ import Rewriter
 /// could read different ones).
 struct HTTP2RequestHeadBuilder {
     private var method: String?, path: String?, authority: String?, scheme: String?
+    /// RFC 8441's extended CONNECT: the protocol a tunnel is asked for (`websocket`).
+    private(set) var connectProtocol: String?
     private var fields: [HeaderList.Field] = []
     private var hasLength = false, hosts = 0, regular = false, malformed = false
     private var cookies: [String] = []
@@ -33,6 +35,7 @@ struct HTTP2RequestHeadBuilder {
             case ":path" where path == nil && !value.isEmpty: path = value
             case ":authority" where authority == nil: authority = value
             case ":scheme" where scheme == nil: scheme = value
+            case ":protocol" where connectProtocol == nil && !value.isEmpty: connectProtocol = value.lowercased()
             default: malformed = true
             }
             return
@@ -49,7 +52,17 @@ struct HTTP2RequestHeadBuilder {
         fields.append(HeaderList.Field(name: name, value: value))
     }
 
-    func head() -> RequestHead? {
+    /// An extended CONNECT (RFC 8441) becomes the HTTP/1.1 upgrade it stands
+    /// for: `GET` with `Upgrade: <protocol>` and `Connection: Upgrade`, and for
+    /// a WebSocket the `Sec-WebSocket-Key` HTTP/1.1 requires (`key`, fresh per call).
+    func head(websocketKey key: @autoclosure () -> String = "") -> RequestHead? {
+        if let connectProtocol {
+            guard method == "CONNECT", var head = Self.with(method: "GET", self).head() else { return nil }
+            head.headers.set("Upgrade", connectProtocol)
+            head.headers.set("Connection", "Upgrade")
+            if connectProtocol == "websocket", !head.headers.contains("Sec-WebSocket-Key") { head.headers.set("Sec-WebSocket-Key", key()) }
+            return head
+        }
         guard !malformed, let method, let path, scheme != nil, hosts <= 1, method != "CONNECT" else { return nil }
         // A host and port only, as HTTP/1.1's Host: no userinfo (`user@host`).
         if let authority, !authority.utf8.allSatisfy(\.isHostChar) { return nil }
@@ -61,6 +74,13 @@ struct HTTP2RequestHeadBuilder {
         // `+45` its own way would desync); the DATA must then match it.
         if hasLength, (try? HTTP1RequestDecoder.contentLength(headers)) == nil { return nil }
         return RequestHead(method: HTTPMethod(rawValue: method), uri: path, version: HTTPVersion(major: 2, minor: 0), headers: headers)
+    }
+
+    private static func with(method: String, _ builder: HTTP2RequestHeadBuilder) -> HTTP2RequestHeadBuilder {
+        var plain = builder
+        plain.method = method
+        plain.connectProtocol = nil
+        return plain
     }
 
     /// What the block asked for, as far as it is known: for the access line

@@ -52,6 +52,8 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
         session.submitSettings([
             (NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 256),
             (NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, UInt32(clamping: maxHeaderBytes)),
+            // RFC 8441: WebSockets over HTTP/2 by extended CONNECT.
+            (NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1),
         ])
         session.setLocalWindow(stream: 0, size: Self.connectionWindow)
         wake(at: .now() + idleTimeout)

@@ -35,6 +35,11 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     private var trailers: HTTPHeaders?
     /// libnghttp2 found the queue empty and waits for `resume`.
     private var deferred = false
+    /// An extended CONNECT (RFC 8441): its DATA is the tunnel's once the upstream switched.
+    private var connectProtocol: String?
+    private var tunnel: Tunnel?
+    /// DATA that came before the tunnel was up.
+    private var early: [ByteBuffer] = []
 
     init(id: Int32, connection: HTTP2ServerHandler, context: ChannelHandlerContext) {
         self.id = id
@@ -49,8 +54,33 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     var localAuthority: String { "" }
     var carriesOneExchange: Bool { true }
     /// HTTP/2 carries no Upgrade (extended CONNECT is not served yet).
-    func startTunnel(_ tunnel: Tunnel) -> Bool { false }
-    var canTunnel: Bool { false }
+    func startTunnel(_ tunnel: Tunnel) -> Bool {
+        guard connectProtocol != nil else { return false }
+        self.tunnel = tunnel
+        let early = self.early
+        self.early = []
+        for buffer in early { tunnel.fromClient(buffer) }
+        if !early.isEmpty { tunnel.clientReadComplete() }
+        return true
+    }
+
+    /// Only an extended CONNECT becomes a tunnel.
+    var canTunnel: Bool { connectProtocol != nil }
+
+    /// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1: 16 random bytes, base64).
+    static func websocketKey() -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        let bytes = (0..<16).map { _ in UInt8.random(in: 0 ... .max) }
+        var key = ""
+        for start in stride(from: 0, to: 16, by: 3) {
+            let b0 = Int(bytes[start]), b1 = start + 1 < 16 ? Int(bytes[start + 1]) : 0, b2 = start + 2 < 16 ? Int(bytes[start + 2]) : 0
+            key.append(alphabet[b0 >> 2])
+            key.append(alphabet[(b0 & 3) << 4 | b1 >> 4])
+            key.append(start + 1 < 16 ? alphabet[(b1 & 0xF) << 2 | b2 >> 6] : "=")
+            key.append(start + 2 < 16 ? alphabet[b2 & 0x3F] : "=")
+        }
+        return key
+    }
     func framing(of head: RequestHead) -> RequestFraming { requestFraming }
     func wake(at when: NIODeadline) { connection.wake(at: when) }
 
@@ -77,14 +107,21 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
             requestEnded = endStream
             return proxy.refuse(request.summary, .headersTooLarge("the header block exceeds limits.max_header_bytes (\(connection.maxHeaderBytes))"))
         }
-        guard let head = request.head(), let framing = Self.framing(head, endStream: endStream) else {
+        guard let head = request.head(websocketKey: Self.websocketKey()), let framing = Self.framing(head, endStream: endStream) else {
             connection.reset(self, code: NGHTTP2_PROTOCOL_ERROR)
             return connection.needsSend()
         }
+        connectProtocol = request.connectProtocol
         request = HTTP2RequestHeadBuilder()
-        requestFraming = framing
         self.proxy = proxy
         proxy.shared.metrics.streams.increment()
+        guard connectProtocol == nil else {
+            // The HTTP request is the head alone; the stream's DATA belongs to the tunnel.
+            requestFraming = .none
+            proxy.process(.head(head))
+            return proxy.process(.end(nil))
+        }
+        requestFraming = framing
         proxy.process(.head(head))
         if endStream { endRequest() }
     }
@@ -97,12 +134,20 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     }
 
     func received(_ bytes: UnsafeRawBufferPointer) {
+        if connectProtocol != nil {
+            if reading { connection.consume(self, bytes.count) } else { unconsumed += bytes.count }
+            let buffer = allocator.buffer(bytes: bytes)
+            guard let tunnel else { return early.append(buffer) }
+            tunnel.fromClient(buffer)
+            return tunnel.clientReadComplete()
+        }
         guard let proxy, !requestEnded else { return connection.consume(self, bytes.count) }
         if reading { connection.consume(self, bytes.count) } else { unconsumed += bytes.count }
         proxy.process(.body(allocator.buffer(bytes: bytes)))
     }
 
     func endRequest() {
+        if connectProtocol != nil { return tunnel?.close() ?? close() }
         guard !requestEnded else { return }
         requestEnded = true
         proxy?.process(.end(nil))
@@ -122,6 +167,12 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     func write(_ part: ResponsePart) {
         guard open, !responseEnded else { return }
         switch part {
+        case .head(let head) where connectProtocol != nil && head.status.code == 101:
+            // RFC 8441 §5: the switch is a 200 on the stream, without the HTTP/1.1 upgrade's fields.
+            var accepted = head
+            accepted.status = .ok
+            for name in ["Upgrade", "Connection", "Sec-WebSocket-Accept"] { accepted.headers.remove(name) }
+            self.head = accepted
         case .head(let head) where head.status.code < 200:
             // An interim response (100 Continue) goes out at once, as its own HEADERS.
             connection.submitHeaders(self, HeaderBlock(response: head), endStream: false)
@@ -207,6 +258,8 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// The stream is over (both sides ended, reset, or the connection went):
     /// what its call never read still counts against the connection's window.
     func closed() {
+        tunnel?.close()
+        tunnel = nil
         open = false
         body.removeAll()
         connection.consumeConnection(unconsumed)
@@ -216,4 +269,14 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         proxy?.shared.metrics.streams.decrement()
         proxy?.detach()
     }
+}
+
+/// An extended CONNECT's stream as one end of a tunnel: DATA both ways,
+/// paced by the stream's windows.
+extension HTTP2ServerStream: TunnelEnd {
+    func tunnelWrite(_ buffer: ByteBuffer) { write(.body(buffer)) }
+    func flushTunnel() { flush() }
+    var tunnelWritable: Bool { isWritable }
+    func setTunnelReading(_ on: Bool) { setReading(on) }
+    func closeTunnel() { end(close: true) }
 }

@@ -24,6 +24,8 @@ final class NGHTTP2Client {
     /// Every frame the server sent, read off the wire independently of the
     /// session (which ignores frames on streams it did not open itself).
     private(set) var rawFrames: [(type: UInt8, stream: UInt32, errorCode: UInt32?, flags: UInt8, length: Int)] = []
+    /// Each stream's DATA payloads, as read off the wire.
+    private(set) var rawData: [UInt32: [UInt8]] = [:]
     /// The last-stream-id of each GOAWAY, as read off the wire.
     private(set) var goAwayLastStreamIDs: [UInt32] = []
     private var rawBuffer: [UInt8] = []
@@ -195,6 +197,7 @@ final class NGHTTP2Client {
                 code = payload[offset..<(offset + 4)].reduce(0) { $0 << 8 | UInt32($1) }
             }
             rawFrames.append((type, stream, code, rawBuffer[4], length))
+            if type == 0x0 { rawData[stream, default: []] += payload }
             if type == 0x7, payload.count >= 4 { goAwayLastStreamIDs.append(payload.prefix(4).reduce(0) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF) }
             rawBuffer.removeFirst(9 + length)
         }
