@@ -26,7 +26,3 @@ public struct RateLimitConfig: Sendable, Hashable {
     /// Tokens per second.
     var rate: Double { Double(requests) / per.seconds }
 }
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

@@ -136,7 +136,7 @@ extension HeaderBlock {
         add(":status", String(head.status.code))
         for field in head.headers where !HeaderList.isHopByHop(field.name) {
             // A request id is new on every answer: kept out of the HPACK table.
-            add(field.name, field.value, indexed: field.name.utf8.count != 12 || field.name.lowercased() != "x-request-id")
+            add(field.name, field.value, indexed: !HeaderList.equalNames(field.name, "X-Request-Id"))
         }
     }
 

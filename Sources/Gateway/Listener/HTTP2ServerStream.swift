@@ -1,4 +1,5 @@
 import CNGHTTP2
+import Foundation
 import NIOCore
 import NIOHTTP1
 
@@ -69,18 +70,9 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
 
     /// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1: 16 random bytes, base64).
     static func websocketKey() -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-        let bytes = (0..<16).map { _ in UInt8.random(in: 0 ... .max) }
-        var key = ""
-        for start in stride(from: 0, to: 16, by: 3) {
-            let b0 = Int(bytes[start]), b1 = start + 1 < 16 ? Int(bytes[start + 1]) : 0, b2 = start + 2 < 16 ? Int(bytes[start + 2]) : 0
-            key.append(alphabet[b0 >> 2])
-            key.append(alphabet[(b0 & 3) << 4 | b1 >> 4])
-            key.append(start + 1 < 16 ? alphabet[(b1 & 0xF) << 2 | b2 >> 6] : "=")
-            key.append(start + 2 < 16 ? alphabet[b2 & 0x3F] : "=")
-        }
-        return key
+        Data((0..<16).map { _ in UInt8.random(in: 0 ... .max) }).base64EncodedString()
     }
+
     func framing(of head: RequestHead) -> RequestFraming { requestFraming }
     func wake(at when: NIODeadline) { connection.wake(at: when) }
 

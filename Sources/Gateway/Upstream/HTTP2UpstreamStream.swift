@@ -181,7 +181,7 @@ extension HeaderBlock {
         add(":scheme", scheme)
         add(":authority", request.headers["Host"] ?? "")
         add(":path", request.target)
-        for field in request.headers where !HeaderList.isHopByHop(field.name) && !(field.name.utf8.count == 4 && field.name.lowercased() == "host") {
+        for field in request.headers where !HeaderList.isHopByHop(field.name) && !HeaderList.equalNames(field.name, "Host") {
             add(field.name, field.value)
         }
         if case .length(let length) = request.framing { add("content-length", String(length)) }

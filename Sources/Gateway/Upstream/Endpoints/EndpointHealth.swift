@@ -60,7 +60,7 @@ struct EndpointHealth<Instant: InstantProtocol>: Sendable where Instant.Duration
             panicking = panic
             changes.append(.panic(panic))
         }
-        return panic ? (endpoints.count == 64 ? .max : (1 << UInt64(endpoints.count)) - 1) : available
+        return panic ? EndpointPicker.all(endpoints.count) : available
     }
 
     /// A health check of `index` passed or failed.
@@ -132,6 +132,9 @@ enum EndpointPicker {
             return inFlight(b) < inFlight(a) ? b : a
         }
     }
+
+    /// The bit set of all `count` endpoints (up to 64).
+    static func all(_ count: Int) -> UInt64 { count >= 64 ? .max : (1 << UInt64(count)) - 1 }
 
     /// The index of the `n`th set bit (from 0).
     static func nth(_ set: UInt64, _ n: Int) -> Int {

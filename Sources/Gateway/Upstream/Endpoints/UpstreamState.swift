@@ -73,7 +73,7 @@ final class UpstreamState: Sendable {
     func pick(exclude: Int?, random: UInt64) -> Endpoint {
         guard endpoints.count > 1 else { return endpoints[0] }
         var changes: [EndpointHealth<LoopInstant>.Change] = []
-        let candidates = watched ? health.withLock { $0.candidates(now: .now, changes: &changes) } : (1 << UInt64(endpoints.count)) - 1
+        let candidates = watched ? health.withLock { $0.candidates(now: .now, changes: &changes) } : EndpointPicker.all(endpoints.count)
         report(changes)
         let index = EndpointPicker.pick(config.balance, candidates: candidates, exclude: exclude,
                                         counter: counter.wrappingAdd(1, ordering: .relaxed).oldValue, random: random) {
