@@ -114,6 +114,20 @@ import Testing
         }
     }
 
+    /// `Connection` tokens: case, spaces and tabs around them, lists, and
+    /// names that only begin or end like a token.
+    @Test(arguments: [
+        ("close", true, false), (" Close ", true, false), ("CLOSE\t, x", true, false), ("keep-alive, Upgrade", false, true),
+        ("Upgrade,Keep-Alive", false, true), ("close,keep-alive", true, true), ("x-close", false, false), ("closed", false, false),
+        ("clo se", false, false), ("", false, false), (",, ,", false, false), ("keep-alive x", false, true), ("kéep-alive", false, false),
+    ])
+    func connectionTokens(value: String, close: Bool, keepAlive: Bool) {
+        var options = ConnectionOptions()
+        options.read(value)
+        #expect(options.close == close)
+        #expect(options.keepAlive == keepAlive)
+    }
+
     @Test func refusesBytesThatAreNotUTF8AndHeadsOverTheLimit() {
         let latin1 = Array("GET / HTTP/1.1\r\nX: caf".utf8) + [0xE9] + Array("\r\n\r\n".utf8)
         #expect(throws: HTTP1ParseError.malformed("header field X is not valid UTF-8")) { try Self.requestParts([latin1]) }

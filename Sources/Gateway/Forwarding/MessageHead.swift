@@ -14,7 +14,9 @@ struct RequestHead: Equatable, Sendable {
     /// Whether the client keeps the connection after this request.
     var keepsAlive: Bool {
         var options = ConnectionOptions()
-        for field in headers where HeaderList.equalNames(field.name, "Connection") { options.read(field.value) }
+        headers.withFields { fields in
+            for i in fields.indices where HeaderList.equalNames(fields[i].name, "Connection") { options.read(fields[i].value) }
+        }
         return options.keepsAlive(version: version)
     }
 }

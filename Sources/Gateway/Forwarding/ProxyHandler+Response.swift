@@ -35,11 +35,12 @@ extension ProxyHandler {
         applyCredentials()
         guard let call else { return }
         let pool = shared.pools.pool(for: client.eventLoop)
-        let upstream = call.route.upstream
-        guard let state = pool.states[upstream.name] else {
+        // The upstream's config is read in place: a copy would retain all of it.
+        let route = call.route
+        guard let state = pool.states[route.upstream.name] else {
             return upstreamFailed(.unsupported("echo is answered in process"), progress: .unsent)
         }
-        if let limit = upstream.maxRequests, state.inFlight.load(ordering: .relaxed) >= limit {
+        if let limit = route.upstream.maxRequests, state.inFlight.load(ordering: .relaxed) >= limit {
             return overloaded(call, limit: "max_requests (\(limit) in flight)")
         }
         let endpoint = state.pick(exclude: call.endpoint?.index, random: random.next())
@@ -49,11 +50,11 @@ extension ProxyHandler {
             if !connectionReady(connection, token) { connection.giveBack() }
             return
         }
-        if let limit = upstream.maxPending, state.pending.load(ordering: .relaxed) >= limit {
+        if let limit = route.upstream.maxPending, state.pending.load(ordering: .relaxed) >= limit {
             return overloaded(call, limit: "max_pending (\(limit) waiting for a connection)")
         }
         call.enterPending(state)
-        let acquisition = pool.acquire(upstream, endpoint: endpoint) { [self, call] result in
+        let acquisition = pool.acquire(route.upstream, endpoint: endpoint) { [self, call] result in
             call.leavePending()
             switch result {
             case .success(let connection):

@@ -131,8 +131,10 @@ extension HeaderList {
     /// (RFC 9110 section 5.6.1): whitespace around items and empty items dropped.
     func listItems(_ name: String) -> [Substring] {
         var items: [Substring] = []
-        for field in self where Self.equalNames(field.name, name) {
-            for var item in field.value.split(separator: ",") {
+        var next = firstIndex(named: name)
+        while let index = next {
+            next = firstIndex(named: name, from: index + 1)
+            for var item in fields[index].value.split(separator: ",") {
                 while let first = item.first, first == " " || first == "\t" { item = item.dropFirst() }
                 while let last = item.last, last == " " || last == "\t" { item = item.dropLast() }
                 if !item.isEmpty { items.append(item) }
@@ -147,13 +149,15 @@ extension HeaderList {
         // whether any fixed name is there, and the names a Connection lists (rare).
         var found = false
         var named: [Substring] = []
-        for field in self where Self.isHopByHop(field.name) {
-            found = true
-            // `Connection: keep-alive` / `close` (nearly every response) names no header.
-            guard Self.equalNames(field.name, "Connection"), !Self.equalNames(field.value, "keep-alive"),
-                !Self.equalNames(field.value, "close")
-            else { continue }
-            named += Self.connectionTokens(CollectionOfOne(field.value)).filter { $0 != "close" && $0 != "keep-alive" }
+        withFields { fields in
+            for i in fields.indices where Self.isHopByHop(fields[i].name) {
+                found = true
+                // `Connection: keep-alive` / `close` (nearly every response) names no header.
+                guard Self.equalNames(fields[i].name, "Connection"), !Self.equalNames(fields[i].value, "keep-alive"),
+                    !Self.equalNames(fields[i].value, "close")
+                else { continue }
+                named += Self.connectionTokens(CollectionOfOne(fields[i].value)).filter { $0 != "close" && $0 != "keep-alive" }
+            }
         }
         guard found else { return }
         removeAll { field in Self.isHopByHop(field.name) || named.contains { Self.equalNames(String($0), field.name) } }

@@ -10,7 +10,7 @@ extension ByteBuffer {
     mutating func writeRequestHead(method: String, target: String, headers: HeaderList, framing: RequestFraming = .none) {
         // "<method> <target> HTTP/1.1\r\n" and the closing "\r\n": 1 + 11 + 2.
         var size = method.utf8.count + target.utf8.count + 14
-        for field in headers { size += field.name.utf8.count + field.value.utf8.count + 4 }
+        size += headers.withFields { fields in fields.indices.reduce(0) { $0 + fields[$1].name.utf8.count + fields[$1].value.utf8.count + 4 } }
         switch framing {
         case .none: break
         // "Content-Length: " + digits + "\r\n".
@@ -24,7 +24,7 @@ extension ByteBuffer {
             out.put(" ")
             out.put(target)
             out.put(" HTTP/1.1\r\n")
-            for field in headers { out.putField(field.name, field.value) }
+            headers.withFields { fields in for i in fields.indices { out.putField(fields[i].name, fields[i].value) } }
             switch framing {
             case .none: break
             case .length(let length):
@@ -57,10 +57,12 @@ extension ByteBuffer {
         // "HTTP/1.1 " + 3 digits + " " + reason + "\r\n".
         var size = reason.utf8.count + 15
         var has = (length: false, connection: false)
-        for field in headers {
-            size += field.name.utf8.count + field.value.utf8.count + 4
-            if HeaderList.equalNames(field.name, "Content-Length") { has.length = true }
-            if HeaderList.equalNames(field.name, "Connection") { has.connection = true }
+        headers.withFields { fields in
+            for i in fields.indices {
+                size += fields[i].name.utf8.count + fields[i].value.utf8.count + 4
+                if HeaderList.equalNames(fields[i].name, "Content-Length") { has.length = true }
+                if HeaderList.equalNames(fields[i].name, "Connection") { has.connection = true }
+            }
         }
         writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
             var out = RawWriter(raw)
@@ -71,7 +73,7 @@ extension ByteBuffer {
             out.put(" ")
             out.put(reason)
             out.put("\r\n")
-            for field in headers { out.putField(field.name, field.value) }
+            headers.withFields { fields in for i in fields.indices { out.putField(fields[i].name, fields[i].value) } }
             return out.at
         }
         return has

@@ -9,17 +9,32 @@ struct ConnectionOptions {
     var keepAlive = false
 
     /// Reads one `Connection` field value (`close, X-Foo`), without the
-    /// arrays NIO's `isKeepAlive` builds.
+    /// arrays NIO's `isKeepAlive` builds, over the value's bytes in place
+    /// (slicing its UTF8View retained the string at every step).
     mutating func read(_ value: String) {
-        var token = value.utf8[...]
-        while !token.isEmpty {
-            let end = token.firstIndex(of: UInt8(ascii: ",")) ?? token.endIndex
-            let word = token[..<end].drop { $0 == .space || $0 == .tab }
-            let trimmed = word.prefix { $0 != .space && $0 != .tab }
-            if trimmed.elementsEqual("close".utf8, by: { $0 | 0x20 == $1 }) { close = true }
-            if trimmed.elementsEqual("keep-alive".utf8, by: { $0 | 0x20 == $1 }) { keepAlive = true }
-            token = end == token.endIndex ? token[end...] : token[token.index(after: end)...]
+        if value.utf8.withContiguousStorageIfAvailable({ read(bytes: $0) }) == nil {
+            Array(value.utf8).withUnsafeBufferPointer { read(bytes: $0) }
         }
+    }
+
+    private mutating func read(bytes: UnsafeBufferPointer<UInt8>) {
+        var i = 0
+        while i < bytes.count {
+            while i < bytes.count, bytes[i] == .space || bytes[i] == .tab { i += 1 }
+            let start = i
+            while i < bytes.count, bytes[i] != UInt8(ascii: ","), bytes[i] != .space, bytes[i] != .tab { i += 1 }
+            let word = UnsafeBufferPointer(rebasing: bytes[start..<i])
+            if Self.equalsLowercased(word, "close") { close = true }
+            if Self.equalsLowercased(word, "keep-alive") { keepAlive = true }
+            while i < bytes.count, bytes[i] != UInt8(ascii: ",") { i += 1 }
+            i += 1
+        }
+    }
+
+    private static func equalsLowercased(_ word: UnsafeBufferPointer<UInt8>, _ token: StaticString) -> Bool {
+        guard word.count == token.utf8CodeUnitCount else { return false }
+        let expected = UnsafeBufferPointer(start: token.utf8Start, count: token.utf8CodeUnitCount)
+        return word.indices.allSatisfy { word[$0] | 0x20 == expected[$0] }
     }
 
     func keepsAlive(version: HTTPVersion) -> Bool {

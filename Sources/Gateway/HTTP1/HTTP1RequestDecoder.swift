@@ -85,8 +85,10 @@ struct HTTP1RequestDecoder {
     /// item of a list) the same.
     static func contentLength(_ headers: HeaderList) throws(HTTP1ParseError) -> Int? {
         var length: Int?
-        for field in headers where HeaderList.equalNames(field.name, "Content-Length") {
-            let bytes = field.value.utf8
+        var next = headers.firstIndex(named: "Content-Length")
+        while let index = next {
+            next = headers.firstIndex(named: "Content-Length", from: index + 1)
+            let bytes = headers.fields[index].value.utf8
             var i = bytes.startIndex
             while true {
                 var item = 0, digits = 0

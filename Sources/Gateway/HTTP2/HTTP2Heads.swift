@@ -134,9 +134,11 @@ extension HeaderBlock {
     init(response head: ResponseHead) {
         self.init(capacity: head.headers.count + 1)
         add(":status", String(head.status.code))
-        for field in head.headers where !HeaderList.isHopByHop(field.name) {
-            // A request id is new on every answer: kept out of the HPACK table.
-            add(field.name, field.value, indexed: !HeaderList.equalNames(field.name, "X-Request-Id"))
+        head.headers.withFields { fields in
+            for i in fields.indices where !HeaderList.isHopByHop(fields[i].name) {
+                // A request id is new on every answer: kept out of the HPACK table.
+                add(fields[i].name, fields[i].value, indexed: !HeaderList.equalNames(fields[i].name, "X-Request-Id"))
+            }
         }
     }
 

@@ -24,6 +24,9 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     /// After 101 Switching Protocols: bytes go to the upstream as they are.
     private var tunnel: Tunnel?
     private var timer = LazyTimer()
+    /// The channel's writability, as its events tell it: read per body
+    /// part, and asking the channel costs a pipeline lookup each time.
+    private var writable = true
 
     /// The response being written: how its body is framed, and the bytes not
     /// yet handed to the channel (a small answer goes out as one write).
@@ -61,6 +64,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        writable = context.channel.isWritable
         let proxy = ProxyHandler(slot: slot, client: self)
         self.proxy = proxy
         // Added once the protocol is known, the channel is usually active already.
@@ -132,7 +136,8 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { tunnel?.clientWritable() ?? proxy?.clientBecameWritable() }
+        writable = context.channel.isWritable
+        if writable { tunnel?.clientWritable() ?? proxy?.clientBecameWritable() }
         context.fireChannelWritabilityChanged()
     }
 
@@ -193,7 +198,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     // MARK: ClientSide
 
     var carriesOneExchange: Bool { false }
-    var isWritable: Bool { context?.channel.isWritable ?? false }
+    var isWritable: Bool { context != nil && writable }
     var isActive: Bool { context?.channel.isActive ?? false }
     lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"
     lazy var localAuthority = context?.channel.localAddress?.hostAndPort ?? ""

@@ -181,8 +181,10 @@ extension HeaderBlock {
         add(":scheme", scheme)
         add(":authority", request.headers["Host"] ?? "")
         add(":path", request.target)
-        for field in request.headers where !HeaderList.isHopByHop(field.name) && !HeaderList.equalNames(field.name, "Host") {
-            add(field.name, field.value)
+        request.headers.withFields { fields in
+            for i in fields.indices where !HeaderList.isHopByHop(fields[i].name) && !HeaderList.equalNames(fields[i].name, "Host") {
+                add(fields[i].name, fields[i].value)
+            }
         }
         if case .length(let length) = request.framing { add("content-length", String(length)) }
     }

@@ -23,15 +23,40 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
 
     /// The first value of `name`.
     public subscript(name: String) -> String? {
-        fields.first { Self.equalNames($0.name, name) }?.value
+        firstIndex(named: name).map { fields[$0].value }
     }
 
     public func values(_ name: String) -> [String] {
-        fields.filter { Self.equalNames($0.name, name) }.map(\.value)
+        var values: [String] = []
+        var next = firstIndex(named: name)
+        while let i = next {
+            values.append(fields[i].value)
+            next = firstIndex(named: name, from: i + 1)
+        }
+        return values
     }
 
-    public func contains(_ name: String) -> Bool {
-        fields.contains { Self.equalNames($0.name, name) }
+    public func contains(_ name: String) -> Bool { firstIndex(named: name) != nil }
+
+    /// Where the first field named `name` is, from `start` on. Lookups walk
+    /// the fields in place: a loop over the list (or `first(where:)`) copies
+    /// each field, two string retains and releases, which on the data path
+    /// cost more than the comparisons.
+    public func firstIndex(named name: String, from start: Int = 0) -> Int? {
+        fields.withUnsafeBufferPointer { fields in
+            var i = start
+            while i < fields.count {
+                if Self.equalNames(fields[i].name, name) { return i }
+                i += 1
+            }
+            return nil
+        }
+    }
+
+    /// The fields in place, for loops by index (`for field in list` copies each).
+    @inlinable
+    public func withFields<R>(_ body: (UnsafeBufferPointer<Field>) throws -> R) rethrows -> R {
+        try fields.withUnsafeBufferPointer(body)
     }
 
     public mutating func add(_ name: String, _ value: String) {
@@ -40,30 +65,43 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
 
     /// Replaces every field named `name` by one, at the first one's position.
     public mutating func set(_ name: String, _ value: String) {
-        guard let first = fields.firstIndex(where: { Self.equalNames($0.name, name) }) else {
+        guard let first = firstIndex(named: name) else {
             add(name, value)
             return
         }
-        fields[first] = Field(name: name, value: value)
+        fields[first].value = value
+        fields[first].name = name
         removeFields(named: name, from: first + 1)
     }
 
     public mutating func remove(_ name: String) {
         // Absent (the usual case): no mutation, so no copy of a shared list.
-        guard let first = fields.firstIndex(where: { Self.equalNames($0.name, name) }) else { return }
+        guard let first = firstIndex(named: name) else { return }
         removeFields(named: name, from: first)
     }
 
     /// One walk from `start`, in place.
     private mutating func removeFields(named name: String, from start: Int) {
-        var i = start
-        while i < fields.count {
-            if Self.equalNames(fields[i].name, name) { fields.remove(at: i) } else { i += 1 }
+        var next = firstIndex(named: name, from: start)
+        while let i = next {
+            fields.remove(at: i)
+            next = firstIndex(named: name, from: i)
         }
     }
 
+    /// Removes the fields `predicate` picks, keeping the order of the rest;
+    /// a list where it picks none is left as it is (not copied when shared).
     public mutating func removeAll(where predicate: (Field) -> Bool) {
-        fields.removeAll(where: predicate)
+        guard let first = fields.withUnsafeBufferPointer({ fields in fields.indices.first { predicate(fields[$0]) } }) else { return }
+        let kept = fields.withUnsafeMutableBufferPointer { fields in
+            var kept = first
+            for i in (first + 1)..<fields.count where !predicate(fields[i]) {
+                fields.swapAt(kept, i)
+                kept += 1
+            }
+            return kept
+        }
+        fields.removeSubrange(kept...)
     }
 
     @inlinable
