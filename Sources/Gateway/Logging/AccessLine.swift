@@ -5,7 +5,9 @@ import NIOCore
 /// fields in a fixed order, numbers as numbers in JSON: no dictionary, no
 /// interpolation, no per-call date formatting (`Clock` caches the second's
 /// text). Hand-written because swift-log's handlers cost a third of a call.
-struct AccessLine {
+/// Not copyable: the line's bytes are moved from the log's buffer and back,
+/// never shared, so no append copies what the buffer already holds.
+struct AccessLine: ~Copyable {
     enum Format: Sendable { case text, json, logfmt }
 
     /// A field's value as it is written.
@@ -83,39 +85,45 @@ struct AccessLine {
     /// Starts a line in `out` (taken, and handed back by `finish`).
     init(_ format: Format, into out: consuming [UInt8], clock: inout Clock, now: NIODeadline = .now()) {
         self.format = format
-        bytes = out
+        bytes = consume out
         switch format {
         case .text:
             clock.write(.text, now: now, into: &bytes)
-            bytes.append(contentsOf: " info gatewayd.access:".utf8)
+            append(" info gatewayd.access:")
         case .json:
-            bytes.append(contentsOf: #"{"ts":""#.utf8)
+            append(#"{"ts":""#)
             clock.write(.json, now: now, into: &bytes)
-            bytes.append(contentsOf: #"","level":"info","logger":"gatewayd.access","msg":"access""#.utf8)
+            append(#"","level":"info","logger":"gatewayd.access","msg":"access""#)
         case .logfmt:
-            bytes.append(contentsOf: "ts=".utf8)
+            append("ts=")
             clock.write(.logfmt, now: now, into: &bytes)
-            bytes.append(contentsOf: " level=info logger=gatewayd.access msg=access".utf8)
+            append(" level=info logger=gatewayd.access msg=access")
         }
     }
 
     mutating func field(_ key: StaticString, _ value: Value) {
         switch format {
         case .json:
-            bytes.append(contentsOf: ",\"".utf8)
-            key.withUTF8Buffer { bytes.append(contentsOf: $0) }
-            bytes.append(contentsOf: "\":".utf8)
+            append(",\"")
+            append(key)
+            append("\":")
         case .text, .logfmt:
             bytes.append(UInt8(ascii: " "))
-            key.withUTF8Buffer { bytes.append(contentsOf: $0) }
+            append(key)
             bytes.append(UInt8(ascii: "="))
         }
         switch value {
         case .text(let string): format == .json ? jsonString(string) : bareOrQuoted(string)
         case .int(let number): decimal(number)
         case .millis(let nanoseconds): millis(nanoseconds)
-        case .none: bytes.append(contentsOf: (format == .json ? "null" : "-").utf8)
+        case .none: format == .json ? append("null") : bytes.append(UInt8(ascii: "-"))
         }
+    }
+
+    /// Copied in one piece: appending a literal's or a string's UTF8View
+    /// went byte by byte through the generic sequence path.
+    private mutating func append(_ text: StaticString) {
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 
     /// The line with its end; the buffer it was written into.
@@ -147,11 +155,24 @@ struct AccessLine {
     /// logfmt's rule: quoted (with `\"`, `\\` and control characters escaped)
     /// when the value is empty or holds a space, `=`, a quote or a control character.
     private mutating func bareOrQuoted(_ value: String) {
-        let plain = !value.isEmpty && value.utf8.allSatisfy { $0 > 0x20 && $0 != UInt8(ascii: "=") && $0 != UInt8(ascii: "\"") && $0 != 0x7F }
-        guard !plain else { return bytes.append(contentsOf: value.utf8) }
+        let bare = value.utf8.withContiguousStorageIfAvailable(Self.isBare) ?? Self.isBare(Array(value.utf8))
+        guard !bare else { return append(value) }
         bytes.append(UInt8(ascii: "\""))
         escaped(value)
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static func isBare(_ utf8: some Collection<UInt8>) -> Bool {
+        !utf8.isEmpty && !utf8.contains { $0 <= 0x20 || $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: "\"") || $0 == 0x7F }
+    }
+
+    private static func isPlain(_ utf8: some Collection<UInt8>) -> Bool {
+        !utf8.contains { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+    }
+
+    /// Copied in one piece when the string's bytes are contiguous (native strings, all the data path has).
+    private mutating func append(_ value: String) {
+        if value.utf8.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil { bytes.append(contentsOf: value.utf8) }
     }
 
     private mutating func jsonString(_ value: String) {
@@ -163,6 +184,8 @@ struct AccessLine {
     /// `"` and `\` escaped, control characters as `\n`, `\r`, `\t` or `\u00XX`
     /// (valid in JSON and read back by logfmt parsers); other bytes as they are.
     private mutating func escaped(_ value: String) {
+        // Nothing to escape (the usual case): one copy.
+        if value.utf8.withContiguousStorageIfAvailable(Self.isPlain) ?? Self.isPlain(Array(value.utf8)) { return append(value) }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)

@@ -68,7 +68,9 @@ final class AccessLog: Sendable {
         var pending: [UInt8] = []
         swap(&pending, &buffer.bytes)
         let now = NIODeadline.now()
-        var line = AccessLine(format, into: pending, clock: &buffer.clock, now: now)
+        // Moved, not copied: a second reference would make the line's first
+        // append copy every pending byte.
+        var line = AccessLine(format, into: consume pending, clock: &buffer.clock, now: now)
         line.field("client", .text(entry.client))
         line.field("proto", .text(entry.proto))
         line.field("method", .text(entry.method))
