@@ -174,14 +174,15 @@ extension ProxyHandler {
         } else {
             judgeTry(upstreamHead.status.code >= 500 ? .status5xx : nil)
         }
-        writeHead(upstreamHead)
+        writeHead(consume upstreamHead)
     }
 
     /// The response's head goes to the client, edited in place: handed over,
     /// not shared, it is not copied.
     func writeHead(_ upstreamHead: consuming ResponseHead) {
         guard let call else { return }
-        var head = upstreamHead
+        // Moved, not copied: a second reference would make its first edit copy every field.
+        var head = consume upstreamHead
         head.headers.removeHopByHop()
         head.headers.set("X-Request-Id", call.requestID)
         call.route.config.responseHeaders.apply(to: &head.headers)

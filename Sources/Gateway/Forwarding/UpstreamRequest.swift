@@ -47,7 +47,7 @@ public struct UpstreamRequest: Sendable, Hashable {
         client: ClientInfo? = nil, streamed: RequestFraming? = nil, boundary: () -> String = MultipartEncoder.randomBoundary
     ) throws(Problem) -> UpstreamRequest {
         let contentType = route.rewrite == nil ? nil : clientHeaders["Content-Type"]
-        var headers = clientHeaders
+        var headers = consume clientHeaders
         headers.removeHopByHop()
         // The gateway answers `Expect: 100-continue` itself.
         if headers.expectsContinue { headers.remove("Expect") }

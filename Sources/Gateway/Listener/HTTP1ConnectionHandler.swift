@@ -7,10 +7,8 @@ import Rewriter
 /// handlers and no pipeline hop per request part. A pipelined request is
 /// read only once the response before it has ended; until then its bytes wait
 /// here (and reading pauses once `maxWaitingBytes` wait).
-final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOScheduledCallbackHandler {
+final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOScheduledCallbackHandler {
     typealias InboundIn = ByteBuffer
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
 
     private let slot: ListenerSlot
     private var context: ChannelHandlerContext?
@@ -65,6 +63,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         writable = context.channel.isWritable
+        readGate.attach(context.channel)
         let proxy = ProxyHandler(slot: slot, client: self)
         self.proxy = proxy
         // Added once the protocol is known, the channel is usually active already.
@@ -187,7 +186,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
             out = nil
             let lingerTime = proxy?.lingerTime ?? .seconds(5)
             // Closed once the last bytes are written, not before.
-            context.writeAndFlush(wrapOutboundOut(last)).whenComplete { _ in
+            context.writeAndFlush(NIOAny(last)).whenComplete { _ in
                 guard linger else { return channel.close(promise: nil) }
                 channel.close(mode: .output).whenFailure { _ in channel.close(promise: nil) }
                 channel.eventLoop.scheduleTask(in: lingerTime) { channel.close(promise: nil) }
@@ -264,7 +263,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
             out = buffer
         } else {
             writeOut()
-            context?.write(wrapOutboundOut(part), promise: nil)
+            context?.write(NIOAny(part), promise: nil)
             out = outBuffer()
         }
     }
@@ -281,7 +280,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
         guard let buffer = out else { return }
         out = nil
         guard buffer.readableBytes > 0 else { return }
-        context?.write(wrapOutboundOut(buffer), promise: nil)
+        context?.write(NIOAny(buffer), promise: nil)
         spare.keep(buffer)
     }
 
@@ -310,9 +309,6 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
 
     private func updateReading() { readGate.set(open: state.readOpen) }
 
-    /// Back-pressure: the channel's reads wait while the call or the waiting bytes say stop.
-    func read(context: ChannelHandlerContext) { readGate.read(context: context) }
-
     /// The 101 went out: from now on the connection is one end of `tunnel`;
     /// bytes the client sent after its request head go through first.
     var canTunnel: Bool { !requestIsHTTP10 }
@@ -331,7 +327,7 @@ final class HTTP1ConnectionHandler: ChannelDuplexHandler, ClientSide, NIOSchedul
 }
 
 extension HTTP1ConnectionHandler: TunnelEnd {
-    func tunnelWrite(_ buffer: ByteBuffer) { context?.write(wrapOutboundOut(buffer), promise: nil) }
+    func tunnelWrite(_ buffer: ByteBuffer) { context?.write(NIOAny(buffer), promise: nil) }
     func flushTunnel() { context?.flush() }
     var tunnelWritable: Bool { isWritable }
     func setTunnelReading(_ on: Bool) { readGate.set(open: on) }

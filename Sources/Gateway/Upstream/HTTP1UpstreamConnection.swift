@@ -10,6 +10,9 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     var exchange = UpstreamExchange()
     private(set) lazy var peerAddress = channel.remoteAddress.map(\.hostAndPort) ?? upstream
     let readGate = ReadGate()
+    /// HTTP1UpstreamHandler's, the pipeline's last: requests are written
+    /// there, not through the channel (no walk from the pipeline's tail).
+    var context: ChannelHandlerContext?
     weak var pool: UpstreamPool?
     /// After a 101: the connection is one end of a tunnel, never pooled again.
     private(set) var tunnel: Tunnel?
@@ -30,6 +33,16 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
         self.channel = channel
         self.upstream = upstream
         self.endpoint = endpoint
+        readGate.attach(channel)
+    }
+
+    private func write(_ buffer: ByteBuffer, flush: Bool = false) {
+        guard let context else { return flush ? channel.writeAndFlush(buffer, promise: nil) : channel.write(buffer, promise: nil) }
+        if flush { context.writeAndFlush(NIOAny(buffer), promise: nil) } else { context.write(NIOAny(buffer), promise: nil) }
+    }
+
+    private func flush() {
+        if let context { context.flush() } else { channel.flush() }
     }
 
     /// The whole request in one write.
@@ -40,7 +53,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
         guard channel.isActive else { return closed() }
         // NIO reports a failed write by closing the channel inside this call.
         exchange.writing = true
-        channel.writeAndFlush(out, promise: nil)
+        write(out, flush: true)
         exchange.writing = false
         exchange.requestWritten = true
         spare.keep(out)
@@ -50,7 +63,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
         let out = start(request, delegate: delegate, extra: 0)
         guard channel.isActive else { return closed() }
         exchange.requestWritten = true
-        channel.write(out, promise: nil)
+        write(out)
         spare.keep(out)
     }
 
@@ -67,19 +80,19 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     }
 
     func sendBody(_ buffer: ByteBuffer) {
-        guard chunked else { return channel.writeAndFlush(buffer, promise: nil) }
+        guard chunked else { return write(buffer, flush: true) }
         guard buffer.readableBytes > 0 else { return }
         var frame = channel.allocator.buffer(capacity: 24)
         frame.writeChunkSize(buffer.readableBytes)
-        channel.write(frame, promise: nil)
-        channel.write(buffer, promise: nil)
-        channel.writeAndFlush(channel.allocator.buffer(staticString: "\r\n"), promise: nil)
+        write(frame)
+        write(buffer)
+        write(channel.allocator.buffer(staticString: "\r\n"), flush: true)
     }
 
     func sendEnd() {
         exchange.requestComplete = true
-        if chunked { return channel.writeAndFlush(channel.allocator.buffer(staticString: "0\r\n\r\n"), promise: nil) }
-        channel.flush()
+        if chunked { return write(channel.allocator.buffer(staticString: "0\r\n\r\n"), flush: true) }
+        flush()
     }
 
     func giveBack() { pool?.release(self) }
@@ -119,21 +132,24 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
 /// changes pass straight to it, and its reads pass the connection's gate.
 /// Holds its connection strongly: the pipeline is torn down when the
 /// channel closes, which ends the cycle.
-final class HTTP1UpstreamHandler: ChannelDuplexHandler {
+final class HTTP1UpstreamHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
-    typealias OutboundIn = ByteBuffer
 
     let connection: HTTP1UpstreamConnection
     private var received = ByteBuffer()
 
     init(connection: HTTP1UpstreamConnection) { self.connection = connection }
 
+    func handlerAdded(context: ChannelHandlerContext) { connection.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) { connection.context = nil }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if let tunnel = connection.tunnel { return tunnel.fromUpstream(unwrapInboundIn(data)) }
         received.cumulate(unwrapInboundIn(data))
         do {
             while let part = try connection.decoder.next(&received) {
-                connection.received(part)
+                connection.received(consume part)
                 // Switched: what followed the 101 already belongs to the other protocol.
                 if let tunnel = connection.tunnel {
                     if received.readableBytes > 0 { tunnel.fromUpstream(received) }
@@ -182,13 +198,11 @@ final class HTTP1UpstreamHandler: ChannelDuplexHandler {
         }
         context.fireChannelWritabilityChanged()
     }
-
-    func read(context: ChannelHandlerContext) { connection.readGate.read(context: context) }
 }
 
 extension HTTP1UpstreamConnection: TunnelEnd {
-    func tunnelWrite(_ buffer: ByteBuffer) { channel.write(buffer, promise: nil) }
-    func flushTunnel() { channel.flush() }
+    func tunnelWrite(_ buffer: ByteBuffer) { write(buffer) }
+    func flushTunnel() { flush() }
     var tunnelWritable: Bool { channel.isWritable }
     func setTunnelReading(_ on: Bool) { readGate.set(open: on) }
     func closeTunnel() { channel.close(promise: nil) }

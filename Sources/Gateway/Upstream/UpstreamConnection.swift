@@ -119,7 +119,7 @@ extension UpstreamConnection {
             // 1xx interim responses are not forwarded; the final response follows.
             if head.status.code < 200 { return }
             exchange.responseStarted = true
-            delegate.upstreamHead(head)
+            delegate.upstreamHead(consume head)
         case .body(let buffer):
             delegate.upstreamBody(buffer)
         case .end:
@@ -156,24 +156,27 @@ extension UpstreamConnection {
     func writabilityChanged() { exchange.delegate?.upstreamWritabilityChanged(isWritable) }
 }
 
-/// Holds a channel's `read()` while its reader is paused: back-pressure
-/// without toggling autoRead (NIO's `HTTPServerPipelineHandler` does the
-/// same). The handler that owns it passes its `read` through `read(context:)`.
+/// Pauses a channel's reading while its reader cannot take more, through
+/// NIO's autoRead, set only when the gate changes (back-pressure, rare):
+/// a handler holding every `read()` instead cost a pipeline hop per read.
 final class ReadGate {
     private var open = true
-    private var pending: ChannelHandlerContext?
+    private weak var channel: (any Channel)?
 
-    func read(context: ChannelHandlerContext) {
-        if open { context.read() } else { pending = context }
+    /// The channel it gates, once known; a gate closed before is applied now.
+    func attach(_ channel: any Channel) {
+        self.channel = channel
+        if !open { apply() }
     }
 
     func set(open: Bool) {
         guard self.open != open else { return }
         self.open = open
-        if open, let context = pending {
-            pending = nil
-            context.read()
-        }
+        apply()
+    }
+
+    private func apply() {
+        // Fails only on a closed channel, which reads nothing anyway.
+        try? channel?.syncOptions?.setOption(ChannelOptions.autoRead, value: open)
     }
 }
-
