@@ -75,7 +75,11 @@ extension ProxyHandler {
     /// The exchange is over: its access log line and metrics, once.
     func record(status: Int, outcome: String) {
         guard exchange.logOnce() else { return }
-        shared.accessLog?.record(log, status: status, outcome: outcome, on: client.eventLoop)
         (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start)
+        guard let accessLog = shared.accessLog else { return }
+        // The exchange's one line takes its entry over: a copy would retain each of its strings.
+        var entry = AccessLog.Entry(start: log.start)
+        swap(&entry, &log)
+        accessLog.record(entry, status: status, outcome: outcome, on: client.eventLoop)
     }
 }
