@@ -32,5 +32,14 @@ let package = Package(
             path: "Benchmarks/HeaderBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // The SwiftNIO floor scripts/bench compares against (BENCH_NIO_FLOOR=1).
+        .executableTarget(
+            name: "NIOForwarder",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/NIOForwarder"
+        ),
     ]
 )

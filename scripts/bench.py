@@ -7,6 +7,8 @@ GATEWAYD = sys.argv[1]
 SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 LOOPS = os.environ.get("BENCH_GATEWAYD_LOOPS", "1")
+# A bare SwiftNIO byte forwarder (Benchmarks/NIOForwarder), the floor under gatewayd: scripts/bench with BENCH_NIO_FLOOR=1.
+NIO_FORWARDER = os.environ.get("NIO_FORWARDER")
 HZ = os.sysconf("SC_CLK_TCK")
 work = tempfile.mkdtemp(prefix="gatewayd-bench-")
 procs = []
@@ -91,6 +93,8 @@ ports = {name: free_port() for name in ["nginx", "haproxy", "nghttpx", "gatewayd
 # HAProxy httplog), and two workers on this machine's two cores.
 extra_ports = {name: free_port() for name in ["gatewayd log on", "gatewayd metrics on", "nginx log on", "haproxy log on",
                                               "gatewayd 2 loops", "nginx 2 workers", "haproxy 2 threads"]}
+if NIO_FORWARDER:
+    extra_ports["NIO forwarder"] = free_port()
 
 nginx_common = f"""worker_processes %s; daemon off; pid {work}/%s.pid; error_log {work}/%s.err warn;
 events {{ worker_connections 4096; }}
@@ -178,6 +182,8 @@ try:
         "nginx 2 workers": start("nginx-2", ["nginx", "-p", work, "-c", nginx_conf("nginx-2", extra_ports["nginx 2 workers"], workers="auto")]),
         "haproxy 2 threads": start("haproxy-2", ["haproxy", "-db", "-f", haproxy_conf("haproxy-2", extra_ports["haproxy 2 threads"], threads=2)]),
     }
+    if NIO_FORWARDER:
+        servers["NIO forwarder"] = start("nio-forwarder", [NIO_FORWARDER, str(extra_ports["NIO forwarder"]), str(upstream_port)])
     for port in [upstream_port, upstream_h2_port, *ports.values(), *extra_ports.values()]:
         wait_port(port)
     time.sleep(0.5)
@@ -206,7 +212,8 @@ try:
         return rps, int(done.group(1)), p(0.5), p(0.99), int(done.group(1)) - int(done.group(2))
 
     suites = [
-        ("HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports}),
+        ("HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports,
+                                             **({"NIO forwarder": extra_ports["NIO forwarder"]} if NIO_FORWARDER else {})}),
         ("h2c (h2load -c16 -m10)", run_h2, {"direct": upstream_h2_port, **{k: v for k, v in ports.items() if k != "nginx"}}),
         ("HTTP/1.1, access logs on (gatewayd's default config: log and metrics on; nginx buffer=64k flush=1s; HAProxy option httplog)", run_h1,
          {"gatewayd": ports["gatewayd"], "gatewayd metrics on": extra_ports["gatewayd metrics on"],
