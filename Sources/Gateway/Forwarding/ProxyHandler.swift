@@ -160,7 +160,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 streamEnd()
             } else if let head {
                 self.head = nil
-                handleBuffered(head)
+                handleBuffered(consume head)
             }
         }
     }
@@ -324,12 +324,16 @@ final class ProxyHandler: UpstreamResponseDelegate {
         return call
     }
 
-    func handleBuffered(_ head: RequestHead) {
+    func handleBuffered(_ head: consuming RequestHead) {
         guard let match else { return }
         self.match = nil
-        // Taken, not copied: editing a list still shared would copy it.
+        let upgrade = head.headers["Upgrade"].flatMap { Self.upgradeAsked(head.headers) != nil ? $0 : nil }
+        // Taken, not copied: editing a list still shared would copy it. The
+        // head keeps its fields only when a Connection field is among them
+        // (whether the client keeps the connection is read from it later).
         var headers = HeaderList()
         swap(&headers, &requestHeaders)
+        if !head.headers.contains("Connection") { head.headers = HeaderList() }
         // The upstream's config is read in place (a local copy retains all of it).
         let route = match.route
         let client = clientInfo(headers)
@@ -349,7 +353,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             route.config.responseHeaders.apply(to: &responseHeaders)
             return respond(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
         }
-        if let upgrade = head.headers["Upgrade"], Self.upgradeAsked(head.headers) != nil {
+        if let upgrade {
             // Hop-by-hop, so dropped above: an allowed upgrade asks the upstream too. Validators do not judge a tunnel.
             request.headers.set("Connection", "Upgrade")
             request.headers.set("Upgrade", upgrade)
