@@ -1,0 +1,64 @@
+import PropertyBased
+import Testing
+@testable import Rewriter
+
+/// `HeaderList` against a plain model (an array of pairs, names compared
+/// ASCII case-insensitively): the lookups and edits that walk the fields
+/// in place must do what the obvious code does, in the same order.
+@Suite struct HeaderListTests {
+    typealias Model = [(name: String, value: String)]
+
+    static let names = ["Host", "host", "HOST", "Connection", "connection", "X-Request-Id", "x-request-id", "Content-Length",
+                        "A-Name-Longer-Than-Fifteen-Bytes", "é-not-ascii", "Te", "t"]
+    static let values = ["", "v", "close", "keep-alive, Upgrade", "a value longer than fifteen bytes", "ünïcode"]
+
+    static func same(_ a: String, _ b: String) -> Bool { a.lowercased() == b.lowercased() && a.utf8.count == b.utf8.count }
+
+    static func pick<T>(_ items: [T], _ random: inout SplitMix64) -> T { items[Int(random.next() % UInt64(items.count))] }
+
+    @Test func editsAndLookupsMatchTheModel() async {
+        await propertyCheck(count: 500, input: Gen.uint64()) { seed in
+            var random = SplitMix64(seed: seed)
+            var list = HeaderList()
+            var model: Model = []
+            for _ in 0..<(random.next() % 24) {
+                let name = Self.pick(Self.names, &random), value = Self.pick(Self.values, &random)
+                switch random.next() % 5 {
+                case 0, 1:
+                    list.add(name, value)
+                    model.append((name, value))
+                case 2:
+                    list.set(name, value)
+                    if let first = model.firstIndex(where: { Self.same($0.name, name) }) {
+                        model[first] = (name, value)
+                        model = model.enumerated().filter { $0.offset <= first || !Self.same($0.element.name, name) }.map(\.element)
+                    } else {
+                        model.append((name, value))
+                    }
+                case 3:
+                    list.remove(name)
+                    model.removeAll { Self.same($0.name, name) }
+                default:
+                    // A copy edited must leave the original as it was.
+                    let before = list
+                    var copy = list
+                    copy.removeAll { Self.same($0.name, name) || $0.value == value }
+                    #expect(before == list)
+                    list = copy
+                    model.removeAll { Self.same($0.name, name) || $0.value == value }
+                }
+                #expect(list.map(\.name) == model.map(\.name))
+                #expect(list.map(\.value) == model.map(\.value))
+            }
+            for name in Self.names {
+                let matches = model.indices.filter { Self.same(model[$0].name, name) }
+                #expect(list.contains(name) == !matches.isEmpty)
+                #expect(list[name] == matches.first.map { model[$0].value })
+                #expect(list.values(name) == matches.map { model[$0].value })
+                for start in 0...model.count {
+                    #expect(list.firstIndex(named: name, from: start) == matches.first { $0 >= start })
+                }
+            }
+        }
+    }
+}
