@@ -357,10 +357,13 @@ final class ProxyHandler: UpstreamResponseDelegate {
             // Hop-by-hop, so dropped above: an allowed upgrade asks the upstream too. Validators do not judge a tunnel.
             request.headers.set("Connection", "Upgrade")
             request.headers.set("Upgrade", upgrade)
-            return startCall(Call(requestHead: head, request: request, route: route, requestID: client.requestID, retry: nil, streams: false))
+            return startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID,
+                                  retry: nil, streams: false))
         }
-        startCall(Call(requestHead: head, request: request, route: route, requestID: client.requestID,
-                       retry: retryState(route, method: request.method, replayable: true), streams: false))
+        let retry = retryState(route, method: request.method, replayable: true)
+        // Moved into the call: a copy would retain each of its strings and arrays.
+        startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, retry: retry,
+                       streams: false))
     }
 
     /// The protocol a request asks to switch to (lower case): `Upgrade` named
@@ -391,8 +394,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
         streaming = Streaming()
         setClientReading(false)
-        startCall(Call(requestHead: head, request: request, route: route, requestID: client.requestID,
-                       retry: retryState(route, method: request.method, replayable: false), streams: true))
+        let retry = retryState(route, method: request.method, replayable: false)
+        startCall(Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, retry: retry, streams: true))
     }
 
     func streamBody(_ buffer: ByteBuffer) {
