@@ -14,9 +14,7 @@ struct RequestHead: Equatable, Sendable {
     /// Whether the client keeps the connection after this request.
     var keepsAlive: Bool {
         var options = ConnectionOptions()
-        headers.withFields { fields in
-            for i in fields.indices where HeaderList.equalNames(fields[i].name, "Connection") { options.read(fields[i].value) }
-        }
+        headers.forEachValue(named: "Connection") { options.read($0) }
         return options.keepsAlive(version: version)
     }
 }

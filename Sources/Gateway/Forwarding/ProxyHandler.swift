@@ -370,8 +370,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// in `Connection`. An `h2c` upgrade is not one the gateway makes: that
     /// request is served as plain HTTP/1.1, as before.
     static func upgradeAsked(_ headers: HeaderList) -> String? {
-        guard let upgrade = headers["Upgrade"],
-            headers.values("Connection").contains(where: { $0.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "upgrade" } })
+        guard let upgrade = headers["Upgrade"], headers.listItems("Connection").contains(where: { HeaderList.equalNames(String($0), "upgrade") })
         else { return nil }
         let name = upgrade.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         return name.isEmpty || name == "h2c" ? nil : name

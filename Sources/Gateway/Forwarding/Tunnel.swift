@@ -34,20 +34,17 @@ final class Tunnel {
         watchIdle(idleTimeout, on: eventLoop)
     }
 
-    func fromClient(_ buffer: ByteBuffer) {
-        guard !closed else { return }
-        bytesFromClient += buffer.readableBytes
-        lastActivity = .now()
-        upstream.tunnelWrite(buffer)
-        if !upstream.tunnelWritable { client.setTunnelReading(false) }
-    }
+    func fromClient(_ buffer: ByteBuffer) { forward(buffer, from: client, to: upstream, counting: &bytesFromClient) }
 
-    func fromUpstream(_ buffer: ByteBuffer) {
+    func fromUpstream(_ buffer: ByteBuffer) { forward(buffer, from: upstream, to: client, counting: &bytesFromUpstream) }
+
+    /// `sender` is read no faster than `receiver` is written.
+    private func forward(_ buffer: ByteBuffer, from sender: any TunnelEnd, to receiver: any TunnelEnd, counting count: inout Int) {
         guard !closed else { return }
-        bytesFromUpstream += buffer.readableBytes
+        count += buffer.readableBytes
         lastActivity = .now()
-        client.tunnelWrite(buffer)
-        if !client.tunnelWritable { upstream.setTunnelReading(false) }
+        receiver.tunnelWrite(buffer)
+        if !receiver.tunnelWritable { sender.setTunnelReading(false) }
     }
 
     /// A read batch ended on one side: what it brought goes out on the other.

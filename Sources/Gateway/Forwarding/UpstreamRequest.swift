@@ -131,10 +131,8 @@ extension HeaderList {
     /// (RFC 9110 section 5.6.1): whitespace around items and empty items dropped.
     func listItems(_ name: String) -> [Substring] {
         var items: [Substring] = []
-        var next = firstIndex(named: name)
-        while let index = next {
-            next = firstIndex(named: name, from: index + 1)
-            for var item in fields[index].value.split(separator: ",") {
+        forEachValue(named: name) { value in
+            for var item in value.split(separator: ",") {
                 while let first = item.first, first == " " || first == "\t" { item = item.dropFirst() }
                 while let last = item.last, last == " " || last == "\t" { item = item.dropLast() }
                 if !item.isEmpty { items.append(item) }

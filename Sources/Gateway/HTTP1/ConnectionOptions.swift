@@ -12,9 +12,9 @@ struct ConnectionOptions {
     /// arrays NIO's `isKeepAlive` builds, over the value's bytes in place
     /// (slicing its UTF8View retained the string at every step).
     mutating func read(_ value: String) {
-        if value.utf8.withContiguousStorageIfAvailable({ read(bytes: $0) }) == nil {
-            Array(value.utf8).withUnsafeBufferPointer { read(bytes: $0) }
-        }
+        // A native string's bytes as they are (every string the data path has is one).
+        var value = value
+        value.withUTF8 { read(bytes: $0) }
     }
 
     private mutating func read(bytes: UnsafeBufferPointer<UInt8>) {

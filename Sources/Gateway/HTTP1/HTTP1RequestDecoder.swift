@@ -85,10 +85,8 @@ struct HTTP1RequestDecoder {
     /// item of a list) the same.
     static func contentLength(_ headers: HeaderList) throws(HTTP1ParseError) -> Int? {
         var length: Int?
-        var next = headers.firstIndex(named: "Content-Length")
-        while let index = next {
-            next = headers.firstIndex(named: "Content-Length", from: index + 1)
-            let bytes = headers.fields[index].value.utf8
+        try headers.forEachValue(named: "Content-Length") { (value: String) throws(HTTP1ParseError) in
+            let bytes = value.utf8
             var i = bytes.startIndex
             while true {
                 var item = 0, digits = 0

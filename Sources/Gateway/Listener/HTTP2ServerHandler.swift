@@ -21,7 +21,6 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     let maxHeaderBytes: Int
     private let idleTimeout: TimeAmount
 
-
     /// The streams' deadlines and the connection's idle and keepalive checks share one wake-up.
     private var timer = LazyTimer()
     private var lastRead = NIODeadline.now()

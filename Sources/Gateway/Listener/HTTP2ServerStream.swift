@@ -54,7 +54,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// HTTP/2 names the authority in `:authority`; no absolute-form target arrives here.
     var localAuthority: String { "" }
     var carriesOneExchange: Bool { true }
-    /// HTTP/2 carries no Upgrade (extended CONNECT is not served yet).
+    /// An extended CONNECT's upstream switched: DATA that came before goes through first.
     func startTunnel(_ tunnel: Tunnel) -> Bool {
         guard connectProtocol != nil else { return false }
         self.tunnel = tunnel
@@ -126,16 +126,14 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     }
 
     func received(_ bytes: UnsafeRawBufferPointer) {
-        if connectProtocol != nil {
-            if reading { connection.consume(self, bytes.count) } else { unconsumed += bytes.count }
-            let buffer = allocator.buffer(bytes: bytes)
-            guard let tunnel else { return early.append(buffer) }
-            tunnel.fromClient(buffer)
-            return tunnel.clientReadComplete()
-        }
-        guard let proxy, !requestEnded else { return connection.consume(self, bytes.count) }
+        // DATA no one reads (the request ended, or its call is gone) only reopens the window.
+        guard let proxy, connectProtocol != nil || !requestEnded else { return connection.consume(self, bytes.count) }
         if reading { connection.consume(self, bytes.count) } else { unconsumed += bytes.count }
-        proxy.process(.body(allocator.buffer(bytes: bytes)))
+        let buffer = allocator.buffer(bytes: bytes)
+        guard connectProtocol != nil else { return proxy.process(.body(buffer)) }
+        guard let tunnel else { return early.append(buffer) }
+        tunnel.fromClient(buffer)
+        tunnel.clientReadComplete()
     }
 
     func endRequest() {

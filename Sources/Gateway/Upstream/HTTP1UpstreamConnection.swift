@@ -10,8 +10,9 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     var exchange = UpstreamExchange()
     private(set) lazy var peerAddress = channel.remoteAddress.map(\.hostAndPort) ?? upstream
     let readGate = ReadGate()
-    /// HTTP1UpstreamHandler's, the pipeline's last: requests are written
-    /// there, not through the channel (no walk from the pipeline's tail).
+    /// HTTP1UpstreamHandler's, the pipeline's last, from before the
+    /// connection is handed out until its channel closes: requests are
+    /// written there, not through the channel (no walk from the pipeline's tail).
     var context: ChannelHandlerContext?
     weak var pool: UpstreamPool?
     /// After a 101: the connection is one end of a tunnel, never pooled again.
@@ -37,13 +38,10 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     }
 
     private func write(_ buffer: ByteBuffer, flush: Bool = false) {
-        guard let context else { return flush ? channel.writeAndFlush(buffer, promise: nil) : channel.write(buffer, promise: nil) }
-        if flush { context.writeAndFlush(NIOAny(buffer), promise: nil) } else { context.write(NIOAny(buffer), promise: nil) }
+        if flush { context?.writeAndFlush(NIOAny(buffer), promise: nil) } else { context?.write(NIOAny(buffer), promise: nil) }
     }
 
-    private func flush() {
-        if let context { context.flush() } else { channel.flush() }
-    }
+    private func flush() { context?.flush() }
 
     /// The whole request in one write.
     func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {

@@ -28,12 +28,17 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
 
     public func values(_ name: String) -> [String] {
         var values: [String] = []
+        forEachValue(named: name) { values.append($0) }
+        return values
+    }
+
+    /// Every value of `name`, in order, without collecting them first.
+    public func forEachValue<E: Error>(named name: String, _ body: (String) throws(E) -> Void) throws(E) {
         var next = firstIndex(named: name)
         while let i = next {
-            values.append(fields[i].value)
+            try body(fields[i].value)
             next = firstIndex(named: name, from: i + 1)
         }
-        return values
     }
 
     public func contains(_ name: String) -> Bool { firstIndex(named: name) != nil }
