@@ -8,13 +8,13 @@ import Testing
     func line(_ format: AccessLine.Format) -> String {
         var clock = AccessLine.Clock()
         var line = AccessLine(format, into: [], clock: &clock)
-        line.field("target", .text("/a b?x=\"1\"\n"))
-        line.field("status", .int(200))
-        line.field("upstream_status", .none)
-        line.field("duration_ms", .millis(1_234_567))
-        line.field("ua", .text("curl/8"))
-        line.field("numbers", .int(0))
-        line.field("n", .int(-1_234_567_890))
+        line.field("target", "/a b?x=\"1\"\n")
+        line.field("status", 200)
+        line.field("upstream_status", Int?.none)
+        line.field("duration_ms", millis: 1_234_567)
+        line.field("ua", "curl/8")
+        line.field("numbers", 0)
+        line.field("n", -1_234_567_890)
         return String(decoding: line.finish(), as: UTF8.self)
     }
 

@@ -1,5 +1,6 @@
 /// An upstream's base URL: `http(s)://host[:port][/base/path][?query]`.
-public struct UpstreamURL: Sendable, Hashable, CustomStringConvertible {
+/// A class: every call reads it, and a struct's copy retained each string.
+public final class UpstreamURL: Sendable, Hashable, CustomStringConvertible {
     public let scheme: String
     public let host: String
     public let port: Int
@@ -11,6 +12,8 @@ public struct UpstreamURL: Sendable, Hashable, CustomStringConvertible {
     public let authority: String
 
     public var isTLS: Bool { scheme == "https" }
+    public static func == (a: UpstreamURL, b: UpstreamURL) -> Bool { a.description == b.description }
+    public func hash(into hasher: inout Hasher) { hasher.combine(description) }
     public var description: String { "\(scheme)://\(authority)\(basePath)" + (query.map { "?\($0)" } ?? "") }
 
     public init?(_ text: String) {

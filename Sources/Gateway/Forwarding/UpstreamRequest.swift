@@ -77,7 +77,8 @@ public struct UpstreamRequest: Sendable, Hashable {
             if let contentType = rewritten.contentType { request.headers.add("Content-Type", contentType) }
             request.frameBody()
         }
-        request.target = upstream.url?.join(request.target) ?? request.target
+        // Not `?? request.target`: that autoclosure copied the whole request.
+        if let url = upstream.url { request.target = url.join(request.target) }
         return request
     }
 
@@ -103,17 +104,18 @@ public struct UpstreamRequest: Sendable, Hashable {
 }
 
 extension HeaderList {
-    /// Connection-level headers (RFC 9110 section 7.6.1) that are never forwarded.
-    static let hopByHop = [
-        "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "proxy-connection",
-        "proxy-authenticate", "proxy-authorization", "trailer",
-    ]
-
+    /// Connection-level headers (RFC 9110 section 7.6.1), never forwarded.
+    /// A switch over literals: a static array cost a retain per name compared.
     static func isHopByHop(_ name: String) -> Bool {
-        // Most names differ in length from all nine: no comparison at all.
         switch name.utf8.count {
-        case 2, 7, 10, 16, 17, 18, 19: return hopByHop.contains { equalNames($0, name) }
-        default: return false
+        case 2: equalNames(name, "te")
+        case 7: equalNames(name, "upgrade") || equalNames(name, "trailer")
+        case 10: equalNames(name, "connection") || equalNames(name, "keep-alive")
+        case 16: equalNames(name, "proxy-connection")
+        case 17: equalNames(name, "transfer-encoding")
+        case 18: equalNames(name, "proxy-authenticate")
+        case 19: equalNames(name, "proxy-authorization")
+        default: false
         }
     }
 
@@ -158,6 +160,8 @@ extension HeaderList {
             }
         }
         guard found else { return }
-        removeAll { field in Self.isHopByHop(field.name) || named.contains { Self.equalNames(String($0), field.name) } }
+        if named.isEmpty { return removeAll { Self.isHopByHop($0.name) } }
+        let listed = named.map(String.init)
+        removeAll { field in Self.isHopByHop(field.name) || listed.contains { Self.equalNames($0, field.name) } }
     }
 }

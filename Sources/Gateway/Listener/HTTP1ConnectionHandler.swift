@@ -18,7 +18,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     /// A pass over the waiting bytes is under way (a response ending inside it starts none).
     private var parsing = false
     private var state = HTTP1ConnectionStateMachine()
-    private let readGate = ReadGate()
+    private var readGate = ReadGate()
     /// After 101 Switching Protocols: bytes go to the upstream as they are.
     private var tunnel: Tunnel?
     private var timer = LazyTimer()
@@ -63,7 +63,6 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         writable = context.channel.isWritable
-        readGate.attach(context.channel)
         let proxy = ProxyHandler(slot: slot, client: self)
         self.proxy = proxy
         // Added once the protocol is known, the channel is usually active already.
@@ -307,7 +306,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         if state.callWantsInput(on) { updateReading() }
     }
 
-    private func updateReading() { readGate.set(open: state.readOpen) }
+    private func updateReading() { readGate.set(open: state.readOpen, on: context?.channel) }
 
     /// The 101 went out: from now on the connection is one end of `tunnel`;
     /// bytes the client sent after its request head go through first.
@@ -315,7 +314,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
 
     func startTunnel(_ tunnel: Tunnel) -> Bool {
         self.tunnel = tunnel
-        readGate.set(open: true)
+        readGate.set(open: true, on: context?.channel)
         if received.readableBytes > 0 {
             let early = received
             received = ByteBuffer()
@@ -330,6 +329,6 @@ extension HTTP1ConnectionHandler: TunnelEnd {
     func tunnelWrite(_ buffer: ByteBuffer) { context?.write(NIOAny(buffer), promise: nil) }
     func flushTunnel() { context?.flush() }
     var tunnelWritable: Bool { isWritable }
-    func setTunnelReading(_ on: Bool) { readGate.set(open: on) }
+    func setTunnelReading(_ on: Bool) { readGate.set(open: on, on: context?.channel) }
     func closeTunnel() { context?.close(promise: nil) }
 }

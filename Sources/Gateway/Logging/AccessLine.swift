@@ -10,16 +10,6 @@ import NIOCore
 struct AccessLine: ~Copyable {
     enum Format: Sendable { case text, json, logfmt }
 
-    /// A field's value as it is written.
-    enum Value {
-        case text(String)
-        case int(Int)
-        /// Milliseconds with three decimals, from nanoseconds.
-        case millis(Int64)
-        /// No value: `-` in text and logfmt, `null` in JSON.
-        case none
-    }
-
     /// The wall clock's text, formatted once per second per event loop. The
     /// wall clock is read once a second too: between reads, its time is the
     /// monotonic `now` the line's duration was taken from, plus their offset.
@@ -101,7 +91,46 @@ struct AccessLine: ~Copyable {
         }
     }
 
-    mutating func field(_ key: StaticString, _ value: Value) {
+    // One overload per kind of value, each taking it borrowed: an enum
+    // wrapping the value cost a retain and a release per string field.
+    mutating func field(_ key: StaticString, _ value: String) {
+        self.key(key)
+        format == .json ? jsonString(value) : bareOrQuoted(value)
+    }
+
+    mutating func field(_ key: StaticString, _ value: Int) {
+        self.key(key)
+        decimal(value)
+    }
+
+    /// Milliseconds with three decimals, from nanoseconds.
+    mutating func field(_ key: StaticString, millis nanoseconds: Int64) {
+        self.key(key)
+        millis(nanoseconds)
+    }
+
+    /// No value: `-` in text and logfmt, `null` in JSON.
+    mutating func field(_ key: StaticString, _ value: String?) {
+        guard let value else { return none(key) }
+        field(key, value)
+    }
+
+    mutating func field(_ key: StaticString, _ value: Int?) {
+        guard let value else { return none(key) }
+        field(key, value)
+    }
+
+    mutating func field(_ key: StaticString, millis nanoseconds: Int64?) {
+        guard let nanoseconds else { return none(key) }
+        field(key, millis: nanoseconds)
+    }
+
+    private mutating func none(_ key: StaticString) {
+        self.key(key)
+        format == .json ? append("null") : bytes.append(UInt8(ascii: "-"))
+    }
+
+    private mutating func key(_ key: StaticString) {
         switch format {
         case .json:
             append(",\"")
@@ -111,12 +140,6 @@ struct AccessLine: ~Copyable {
             bytes.append(UInt8(ascii: " "))
             append(key)
             bytes.append(UInt8(ascii: "="))
-        }
-        switch value {
-        case .text(let string): format == .json ? jsonString(string) : bareOrQuoted(string)
-        case .int(let number): decimal(number)
-        case .millis(let nanoseconds): millis(nanoseconds)
-        case .none: format == .json ? append("null") : bytes.append(UInt8(ascii: "-"))
         }
     }
 

@@ -9,7 +9,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     let upstream: String
     var exchange = UpstreamExchange()
     private(set) lazy var peerAddress = channel.remoteAddress.map(\.hostAndPort) ?? upstream
-    let readGate = ReadGate()
+    private var readGate = ReadGate()
     /// HTTP1UpstreamHandler's, the pipeline's last, from before the
     /// connection is handed out until its channel closes: requests are
     /// written there, not through the channel (no walk from the pipeline's tail).
@@ -34,7 +34,6 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
         self.channel = channel
         self.upstream = upstream
         self.endpoint = endpoint
-        readGate.attach(channel)
     }
 
     private func write(_ buffer: ByteBuffer, flush: Bool = false) {
@@ -99,10 +98,10 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
 
     func startTunnel(_ tunnel: Tunnel) -> Bool {
         self.tunnel = tunnel
-        readGate.set(open: true)
+        readGate.set(open: true, on: channel)
         return true
     }
-    func setReading(_ on: Bool) { readGate.set(open: on) }
+    func setReading(_ on: Bool) { readGate.set(open: on, on: channel) }
     func close() { channel.close(promise: nil) }
 
     /// Reused when both sides ended cleanly and nothing said close; an
@@ -202,6 +201,6 @@ extension HTTP1UpstreamConnection: TunnelEnd {
     func tunnelWrite(_ buffer: ByteBuffer) { write(buffer) }
     func flushTunnel() { flush() }
     var tunnelWritable: Bool { channel.isWritable }
-    func setTunnelReading(_ on: Bool) { readGate.set(open: on) }
+    func setTunnelReading(_ on: Bool) { readGate.set(open: on, on: channel) }
     func closeTunnel() { channel.close(promise: nil) }
 }

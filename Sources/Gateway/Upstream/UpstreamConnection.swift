@@ -159,23 +159,14 @@ extension UpstreamConnection {
 /// Pauses a channel's reading while its reader cannot take more, through
 /// NIO's autoRead, set only when the gate changes (back-pressure, rare):
 /// a handler holding every `read()` instead cost a pipeline hop per read.
-final class ReadGate {
+/// The channel is passed in, not kept: a weak reference would move the
+/// channel's reference count to a side table, slowing every retain of it.
+struct ReadGate {
     private var open = true
-    private weak var channel: (any Channel)?
 
-    /// The channel it gates, once known; a gate closed before is applied now.
-    func attach(_ channel: any Channel) {
-        self.channel = channel
-        if !open { apply() }
-    }
-
-    func set(open: Bool) {
+    mutating func set(open: Bool, on channel: (any Channel)?) {
         guard self.open != open else { return }
         self.open = open
-        apply()
-    }
-
-    private func apply() {
         // Fails only on a closed channel, which reads nothing anyway.
         try? channel?.syncOptions?.setOption(ChannelOptions.autoRead, value: open)
     }
