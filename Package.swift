@@ -104,6 +104,7 @@ for (name, dependencies) in [
     ("FuzzHeadWriter", ["Gateway", "NIOCore", "Rewriter"]), ("FuzzJSON", ["Rewriter"]), ("FuzzQuery", ["Rewriter"]),
     ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway"]),
     ("FuzzHTTP2Session", ["Gateway", "NIOCore", "NIOEmbedded", "Logging", "CoreMetrics"]),
+    ("FuzzAccessLine", ["Gateway", "NIOCore"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,

@@ -1,12 +1,12 @@
 import Foundation
 import NIOCore
 
-/// One access line, written straight into bytes in the configured format,
-/// fields in a fixed order, numbers as numbers in JSON: no dictionary, no
-/// interpolation, no per-call date formatting (`Clock` caches the second's
-/// text). Hand-written because swift-log's handlers cost a third of a call.
-/// Not copyable: the line's bytes are moved from the log's buffer and back,
-/// never shared, so no append copies what the buffer already holds.
+/// One access line, written straight into memory measured for it (`room`)
+/// in the configured format, fields in a fixed order, numbers as numbers
+/// in JSON: no dictionary, no interpolation, no per-call date formatting
+/// (`Clock` caches the second's text), one capacity check per line.
+/// Hand-written because swift-log's handlers cost a third of a call. Not
+/// copyable: it writes into memory it does not own, for one line only.
 struct AccessLine: ~Copyable {
     enum Format: Sendable { case text, json, logfmt }
 
@@ -23,7 +23,7 @@ struct AccessLine: ~Copyable {
         private var iso: [UInt8] = []
 
         /// `2026-11-24T15:16:42+0000` (text) or `2026-11-24T15:16:42.123Z` (JSON, logfmt).
-        mutating func write(_ format: Format, now monotonic: NIODeadline, into out: inout [UInt8]) {
+        mutating func write(_ format: Format, now monotonic: NIODeadline, into out: inout RawWriter) {
             let ticks = monotonic.uptimeNanoseconds
             if ticks >= nextRead {
                 var wall = timespec()
@@ -52,11 +52,14 @@ struct AccessLine: ~Copyable {
                 Self.digits(Int(parts.tm_sec), 2, into: &iso)
                 text = iso + Array("+0000".utf8)
             }
-            guard format != .text else { return out.append(contentsOf: text) }
-            out.append(contentsOf: iso)
-            out.append(UInt8(ascii: "."))
-            Self.digits(Int(nanoseconds % 1_000_000_000 / 1_000_000), 3, into: &out)
-            out.append(UInt8(ascii: "Z"))
+            guard format != .text else { return out.put(text) }
+            out.put(iso)
+            out.put(".")
+            let millis = Int(nanoseconds % 1_000_000_000 / 1_000_000)
+            out.put(UInt8(ascii: "0") + UInt8(millis / 100))
+            out.put(UInt8(ascii: "0") + UInt8(millis / 10 % 10))
+            out.put(UInt8(ascii: "0") + UInt8(millis % 10))
+            out.put("Z")
         }
 
         static func digits(_ value: Int, _ count: Int, into out: inout [UInt8]) {
@@ -69,25 +72,31 @@ struct AccessLine: ~Copyable {
         }
     }
 
-    let format: Format
-    private(set) var bytes: [UInt8]
+    /// The most bytes a line can take whose text values hold `textBytes`
+    /// bytes together: each byte escaped at worst as `\u00XX`, and the
+    /// fixed part (prefix, time, keys, quotes, numbers) under 1 KiB.
+    static func room(textBytes: Int) -> Int { 1024 + 6 * textBytes }
 
-    /// Starts a line in `out` (taken, and handed back by `finish`).
-    init(_ format: Format, into out: consuming [UInt8], clock: inout Clock, now: NIODeadline = .now()) {
+    let format: Format
+    private var out: RawWriter
+
+    /// Starts a line in `raw`, which holds at least `room(textBytes:)` bytes
+    /// for the text values that will be written.
+    init(_ format: Format, into raw: UnsafeMutableRawBufferPointer, clock: inout Clock, now: NIODeadline = .now()) {
         self.format = format
-        bytes = consume out
+        out = RawWriter(raw)
         switch format {
         case .text:
-            clock.write(.text, now: now, into: &bytes)
-            append(" info gatewayd.access:")
+            clock.write(.text, now: now, into: &out)
+            out.put(" info gatewayd.access:")
         case .json:
-            append(#"{"ts":""#)
-            clock.write(.json, now: now, into: &bytes)
-            append(#"","level":"info","logger":"gatewayd.access","msg":"access""#)
+            out.put(#"{"ts":""#)
+            clock.write(.json, now: now, into: &out)
+            out.put(#"","level":"info","logger":"gatewayd.access","msg":"access""#)
         case .logfmt:
-            append("ts=")
-            clock.write(.logfmt, now: now, into: &bytes)
-            append(" level=info logger=gatewayd.access msg=access")
+            out.put("ts=")
+            clock.write(.logfmt, now: now, into: &out)
+            out.put(" level=info logger=gatewayd.access msg=access")
         }
     }
 
@@ -106,7 +115,12 @@ struct AccessLine: ~Copyable {
     /// Milliseconds with three decimals, from nanoseconds.
     mutating func field(_ key: StaticString, millis nanoseconds: Int64) {
         self.key(key)
-        millis(nanoseconds)
+        let micros = max(0, Int(nanoseconds / 1000))
+        decimal(micros / 1000)
+        out.put(UInt8(ascii: "."))
+        out.put(UInt8(ascii: "0") + UInt8(micros % 1000 / 100))
+        out.put(UInt8(ascii: "0") + UInt8(micros % 100 / 10))
+        out.put(UInt8(ascii: "0") + UInt8(micros % 10))
     }
 
     /// No value: `-` in text and logfmt, `null` in JSON.
@@ -127,50 +141,37 @@ struct AccessLine: ~Copyable {
 
     private mutating func none(_ key: StaticString) {
         self.key(key)
-        format == .json ? append("null") : bytes.append(UInt8(ascii: "-"))
+        format == .json ? out.put("null") : out.put(UInt8(ascii: "-"))
     }
 
     private mutating func key(_ key: StaticString) {
         switch format {
         case .json:
-            append(",\"")
-            append(key)
-            append("\":")
+            out.put(",\"")
+            out.put(key)
+            out.put("\":")
         case .text, .logfmt:
-            bytes.append(UInt8(ascii: " "))
-            append(key)
-            bytes.append(UInt8(ascii: "="))
+            out.put(UInt8(ascii: " "))
+            out.put(key)
+            out.put(UInt8(ascii: "="))
         }
     }
 
-    /// Copied in one piece: appending a literal's or a string's UTF8View
-    /// went byte by byte through the generic sequence path.
-    private mutating func append(_ text: StaticString) {
-        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
-    }
-
-    /// The line with its end; the buffer it was written into.
-    consuming func finish() -> [UInt8] {
-        if format == .json { bytes.append(UInt8(ascii: "}")) }
-        bytes.append(UInt8(ascii: "\n"))
-        return bytes
-    }
-
-    private mutating func millis(_ nanoseconds: Int64) {
-        let micros = max(0, Int(nanoseconds / 1000))
-        decimal(micros / 1000)
-        bytes.append(UInt8(ascii: "."))
-        Clock.digits(micros % 1000, 3, into: &bytes)
+    /// Ends the line; the bytes written.
+    consuming func finish() -> Int {
+        if format == .json { out.put(UInt8(ascii: "}")) }
+        out.put(UInt8(ascii: "\n"))
+        return out.at
     }
 
     /// Digits straight into the line: no String per number.
     private mutating func decimal(_ number: Int) {
-        if number < 0 { bytes.append(UInt8(ascii: "-")) }
+        if number < 0 { out.put(UInt8(ascii: "-")) }
         let magnitude = number.magnitude
         var divisor: UInt = 1
         while divisor <= magnitude / 10 { divisor *= 10 }
         while divisor > 0 {
-            bytes.append(UInt8(ascii: "0") + UInt8(magnitude / divisor % 10))
+            out.put(UInt8(ascii: "0") + UInt8(magnitude / divisor % 10))
             divisor /= 10
         }
     }
@@ -179,10 +180,10 @@ struct AccessLine: ~Copyable {
     /// when the value is empty or holds a space, `=`, a quote or a control character.
     private mutating func bareOrQuoted(_ value: String) {
         let bare = value.utf8.withContiguousStorageIfAvailable(Self.isBare) ?? Self.isBare(Array(value.utf8))
-        guard !bare else { return append(value) }
-        bytes.append(UInt8(ascii: "\""))
+        guard !bare else { return out.put(value) }
+        out.put(UInt8(ascii: "\""))
         escaped(value)
-        bytes.append(UInt8(ascii: "\""))
+        out.put(UInt8(ascii: "\""))
     }
 
     private static func isBare(_ utf8: some Collection<UInt8>) -> Bool {
@@ -193,35 +194,30 @@ struct AccessLine: ~Copyable {
         !utf8.contains { $0 < 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
     }
 
-    /// Copied in one piece when the string's bytes are contiguous (native strings, all the data path has).
-    private mutating func append(_ value: String) {
-        if value.utf8.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil { bytes.append(contentsOf: value.utf8) }
-    }
-
     private mutating func jsonString(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
+        out.put(UInt8(ascii: "\""))
         escaped(value)
-        bytes.append(UInt8(ascii: "\""))
+        out.put(UInt8(ascii: "\""))
     }
 
     /// `"` and `\` escaped, control characters as `\n`, `\r`, `\t` or `\u00XX`
     /// (valid in JSON and read back by logfmt parsers); other bytes as they are.
     private mutating func escaped(_ value: String) {
         // Nothing to escape (the usual case): one copy.
-        if value.utf8.withContiguousStorageIfAvailable(Self.isPlain) ?? Self.isPlain(Array(value.utf8)) { return append(value) }
+        if value.utf8.withContiguousStorageIfAvailable(Self.isPlain) ?? Self.isPlain(Array(value.utf8)) { return out.put(value) }
         for byte in value.utf8 {
             switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
-            case 0x0A: bytes.append(contentsOf: #"\n"#.utf8)
-            case 0x0D: bytes.append(contentsOf: #"\r"#.utf8)
-            case 0x09: bytes.append(contentsOf: #"\t"#.utf8)
+            case UInt8(ascii: "\""): out.put(#"\""#)
+            case UInt8(ascii: "\\"): out.put(#"\\"#)
+            case 0x0A: out.put(#"\n"#)
+            case 0x0D: out.put(#"\r"#)
+            case 0x09: out.put(#"\t"#)
             case 0..<0x20, 0x7F:
-                bytes.append(contentsOf: #"\u00"#.utf8)
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0xF)])
-            default: bytes.append(byte)
+                out.put(#"\u00"#)
+                let hex: StaticString = "0123456789abcdef"
+                out.put(hex.utf8Start[Int(byte >> 4)])
+                out.put(hex.utf8Start[Int(byte & 0xF)])
+            default: out.put(byte)
             }
         }
     }

@@ -32,9 +32,17 @@ final class AccessLog: Sendable {
         var requestBytes: Int?
         /// Why the last try failed, in full (never shown to the client).
         var reason: String?
+
+        /// The text values' bytes together, which bound the line's size.
+        var textBytes: Int {
+            var count = client.utf8.count + proto.utf8.count + method.utf8.count + target.utf8.count + route.utf8.count
+            count += requestID.utf8.count + (upstream?.utf8.count ?? 0) + (upstreamAddress?.utf8.count ?? 0)
+            return count + (traceID?.utf8.count ?? 0) + (userAgent?.utf8.count ?? 0) + (reason?.utf8.count ?? 0)
+        }
     }
 
-    static let flushBytes = 32 * 1024
+    /// nginx's `buffer=64k`.
+    static let flushBytes = 64 * 1024
     static let flushInterval = TimeAmount.milliseconds(100)
 
     let format: AccessLine.Format
@@ -44,13 +52,22 @@ final class AccessLog: Sendable {
     /// One event loop's lines not yet written; touched on that loop only.
     private final class Buffer: @unchecked Sendable {
         let eventLoop: EventLoop
-        var bytes: [UInt8] = []
+        var bytes = ByteBuffer()
         var clock = AccessLine.Clock()
         var flushScheduled = false
 
         init(eventLoop: EventLoop) {
             self.eventLoop = eventLoop
-            bytes.reserveCapacity(AccessLog.flushBytes + 1024)
+            fresh()
+        }
+
+        /// Empty, at its usual size again after a huge line grew it.
+        func fresh() {
+            if bytes.capacity > 4 * AccessLog.flushBytes || bytes.capacity == 0 {
+                bytes = ByteBufferAllocator().buffer(capacity: AccessLog.flushBytes + 8192)
+            } else {
+                bytes.clear()
+            }
         }
     }
 
@@ -65,45 +82,48 @@ final class AccessLog: Sendable {
     /// On `eventLoop`, the one the call ran on.
     func record(_ entry: Entry, status: Int, outcome: String, on eventLoop: EventLoop) {
         let buffer = buffers[ObjectIdentifier(eventLoop)]!
-        var pending: [UInt8] = []
-        swap(&pending, &buffer.bytes)
         let now = NIODeadline.now()
-        // Moved, not copied: a second reference would make the line's first
-        // append copy every pending byte.
-        var line = AccessLine(format, into: consume pending, clock: &buffer.clock, now: now)
-        line.field("client", entry.client)
-        line.field("proto", entry.proto)
-        line.field("method", entry.method)
-        line.field("target", entry.target)
-        line.field("route", entry.route)
-        line.field("upstream", entry.upstream)
-        line.field("upstream_addr", entry.upstreamAddress)
-        line.field("status", status)
-        line.field("upstream_status", entry.upstreamStatus)
-        line.field("bytes", entry.bytes)
-        if let requestBytes = entry.requestBytes { line.field("request_bytes", requestBytes) }
-        line.field("duration_ms", millis: (now - entry.start).nanoseconds)
-        line.field("upstream_ttfb_ms", millis: entry.firstByte?.nanoseconds)
-        line.field("tries", entry.tries)
-        line.field("request_id", entry.requestID)
-        line.field("trace_id", entry.traceID)
-        line.field("outcome", outcome)
-        line.field("user_agent", entry.userAgent)
-        if let reason = entry.reason { line.field("reason", reason) }
-        buffer.bytes = line.finish()
-        if buffer.bytes.count >= Self.flushBytes {
+        var clock = buffer.clock
+        buffer.bytes.writeWithUnsafeMutableBytes(minimumWritableBytes: AccessLine.room(textBytes: entry.textBytes + outcome.utf8.count)) {
+            var line = AccessLine(format, into: $0, clock: &clock, now: now)
+            line.field("client", entry.client)
+            line.field("proto", entry.proto)
+            line.field("method", entry.method)
+            line.field("target", entry.target)
+            line.field("route", entry.route)
+            line.field("upstream", entry.upstream)
+            line.field("upstream_addr", entry.upstreamAddress)
+            line.field("status", status)
+            line.field("upstream_status", entry.upstreamStatus)
+            line.field("bytes", entry.bytes)
+            if let requestBytes = entry.requestBytes { line.field("request_bytes", requestBytes) }
+            line.field("duration_ms", millis: (now - entry.start).nanoseconds)
+            line.field("upstream_ttfb_ms", millis: entry.firstByte?.nanoseconds)
+            line.field("tries", entry.tries)
+            line.field("request_id", entry.requestID)
+            line.field("trace_id", entry.traceID)
+            line.field("outcome", outcome)
+            line.field("user_agent", entry.userAgent)
+            if let reason = entry.reason { line.field("reason", reason) }
+            return line.finish()
+        }
+        buffer.clock = clock
+        if buffer.bytes.readableBytes >= Self.flushBytes {
             flush(buffer)
         } else if !buffer.flushScheduled {
+            // One timer at a time: a full buffer's flush leaves it running.
             buffer.flushScheduled = true
-            buffer.eventLoop.assumeIsolated().scheduleTask(in: Self.flushInterval) { [self] in flush(buffer) }
+            buffer.eventLoop.assumeIsolated().scheduleTask(in: Self.flushInterval) { [self] in
+                buffer.flushScheduled = false
+                flush(buffer)
+            }
         }
     }
 
     private func flush(_ buffer: Buffer) {
-        buffer.flushScheduled = false
-        guard !buffer.bytes.isEmpty else { return }
+        guard buffer.bytes.readableBytes > 0 else { return }
         sink.write(buffer.bytes)
-        buffer.bytes.removeAll(keepingCapacity: true)
+        buffer.fresh()
     }
 
     /// Every loop's lines written now (drain, shutdown): none is lost on SIGTERM.

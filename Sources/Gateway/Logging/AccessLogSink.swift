@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Synchronization
 
 /// Where access lines go: standard error (journald's, by default), a file
@@ -30,10 +31,18 @@ final class AccessLogSink: Sendable {
     }
 
     /// A full disk or a closed stderr loses lines, never the process.
-    func write(_ bytes: [UInt8]) {
+    func write(_ bytes: ByteBuffer) {
         descriptor.withLock { descriptor in
-            if let custom { return custom(bytes) }
-            try? FileHandle(fileDescriptor: descriptor, closeOnDealloc: false).write(contentsOf: bytes)
+            if let custom { return custom(Array(bytes.readableBytesView)) }
+            bytes.withUnsafeReadableBytes { raw in
+                var done = 0
+                while done < raw.count {
+                    let written = Glibc.write(descriptor, raw.baseAddress! + done, raw.count - done)
+                    if written < 0, errno == EINTR { continue }
+                    guard written > 0 else { return }
+                    done += written
+                }
+            }
         }
     }
 }

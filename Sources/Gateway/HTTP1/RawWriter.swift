@@ -1,0 +1,68 @@
+import NIOCore
+
+/// Copies strings into memory already sized for them. Every copy is
+/// checked against the room there is: a size measured wrong traps here
+/// rather than writing past the buffer (the round trips in
+/// HeadWriterRoundTripTests, AccessLogTests and the fuzz targets
+/// FuzzHeadWriter and FuzzAccessLine prove the measures). Hand-written:
+/// one capacity check per head or line instead of one per append.
+struct RawWriter {
+    let raw: UnsafeMutableRawBufferPointer
+    var at = 0
+
+    init(_ raw: UnsafeMutableRawBufferPointer) { self.raw = raw }
+
+    private func ensure(_ count: Int) {
+        precondition(count <= raw.count - at, "measured too small")
+    }
+
+    mutating func put(_ byte: UInt8) {
+        ensure(1)
+        raw[at] = byte
+        at += 1
+    }
+
+    mutating func put(_ string: StaticString) {
+        let count = string.utf8CodeUnitCount
+        ensure(count)
+        (raw.baseAddress! + at).copyMemory(from: string.utf8Start, byteCount: count)
+        at += count
+    }
+
+    mutating func put(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { bytes in
+            ensure(bytes.count)
+            if let base = bytes.baseAddress { (raw.baseAddress! + at).copyMemory(from: base, byteCount: bytes.count) }
+            at += bytes.count
+        }
+    }
+
+    mutating func put(_ string: String) {
+        let copied: Void? = string.utf8.withContiguousStorageIfAvailable { bytes in
+            guard let base = bytes.baseAddress else { return }
+            ensure(bytes.count)
+            (raw.baseAddress! + at).copyMemory(from: base, byteCount: bytes.count)
+            at += bytes.count
+        }
+        if copied == nil { for byte in string.utf8 { put(byte) } }
+    }
+
+    /// A non-negative integer in decimal.
+    mutating func putDecimal(_ value: Int) {
+        let digits = ByteBuffer.decimalDigits(value)
+        ensure(digits)
+        var rest = value
+        for index in stride(from: at + digits - 1, through: at, by: -1) {
+            raw[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+        }
+        at += digits
+    }
+
+    mutating func putField(_ name: String, _ value: String) {
+        put(name)
+        put(": ")
+        put(value)
+        put("\r\n")
+    }
+}
