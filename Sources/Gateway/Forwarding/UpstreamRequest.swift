@@ -146,12 +146,14 @@ extension HeaderList {
     /// Drops the hop-by-hop headers and every header `Connection` names.
     mutating func removeHopByHop() {
         // One pass to find what goes (usually just `Connection: keep-alive`):
-        // whether any fixed name is there, and the names a Connection lists (rare).
-        var found = false
+        // how many fixed names are there and the first's place, and the
+        // names a Connection lists (rare).
+        var found = 0, first = 0
         var named: [Substring] = []
         withFields { fields in
             for i in fields.indices where Self.isHopByHop(fields[i].name) {
-                found = true
+                if found == 0 { first = i }
+                found += 1
                 // `Connection: keep-alive` / `close` (nearly every response) names no header.
                 guard Self.equalNames(fields[i].name, "Connection"), !Self.equalNames(fields[i].value, "keep-alive"),
                     !Self.equalNames(fields[i].value, "close")
@@ -159,8 +161,9 @@ extension HeaderList {
                 named += Self.connectionTokens(CollectionOfOne(fields[i].value)).filter { $0 != "close" && $0 != "keep-alive" }
             }
         }
-        guard found else { return }
-        if named.isEmpty { return removeAll { Self.isHopByHop($0.name) } }
+        guard found > 0 else { return }
+        // The one field found goes by its place: a predicate would see a copy of every field.
+        if found == 1, named.isEmpty { return remove(at: first) }
         let listed = named.map(String.init)
         removeAll { field in Self.isHopByHop(field.name) || listed.contains { Self.equalNames($0, field.name) } }
     }

@@ -59,9 +59,11 @@ extension ByteBuffer {
         var has = (length: false, connection: false)
         headers.withFields { fields in
             for i in fields.indices {
-                size += fields[i].name.utf8.count + fields[i].value.utf8.count + 4
-                if HeaderList.equalNames(fields[i].name, "Content-Length") { has.length = true }
-                if HeaderList.equalNames(fields[i].name, "Connection") { has.connection = true }
+                let nameBytes = fields[i].name.utf8.count
+                size += nameBytes + fields[i].value.utf8.count + 4
+                // Lengths first: a name compared is a name retained.
+                if nameBytes == 14, HeaderList.equalNames(fields[i].name, "Content-Length") { has.length = true }
+                if nameBytes == 10, HeaderList.equalNames(fields[i].name, "Connection") { has.connection = true }
             }
         }
         writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in

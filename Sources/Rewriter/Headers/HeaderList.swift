@@ -79,6 +79,8 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
         removeFields(named: name, from: first + 1)
     }
 
+    public mutating func remove(at index: Int) { fields.remove(at: index) }
+
     public mutating func remove(_ name: String) {
         // Absent (the usual case): no mutation, so no copy of a shared list.
         guard let first = firstIndex(named: name) else { return }
