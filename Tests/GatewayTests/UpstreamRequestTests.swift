@@ -31,6 +31,23 @@ import Testing
         #expect(String(decoding: request.wireFormat, as: UTF8.self).hasSuffix("X-Add: a\r\nContent-Length: 3\r\n\r\nabc"))
     }
 
+    /// One hop-by-hop field (removed by its place), several, and a Connection naming others.
+    @Test func hopByHopFieldsGoAndTheRestKeepTheirOrder() {
+        let cases: [(HeaderList, [String])] = [
+            (["A": "1", "Connection": "keep-alive", "B": "2"], ["A", "B"]),
+            (["keep-alive": "5"], []),
+            (["A": "1", "B": "2"], ["A", "B"]),
+            (["TE": "trailers", "A": "1", "Upgrade": "x", "B": "2", "Trailer": "T"], ["A", "B"]),
+            (["A": "1", "Connection": "close, x-gone", "X-Gone": "1", "B": "2"], ["A", "B"]),
+            (["Connection": "X-Gone", "A": "1", "x-gone": "1"], ["A"]),
+        ]
+        for (fields, kept) in cases {
+            var headers = fields
+            headers.removeHopByHop()
+            #expect(headers.fields.map(\.name) == kept, "\(fields.fields.map(\.name))")
+        }
+    }
+
     @Test func rewriteReplacesContentTypeAndLength() throws {
         let config = try config("  - {name: r, upstream: legacy, rewrite: {method: GET, path: '/v1{?q}'}}")
         let request = try build(config, "POST", "/search", headers: ["Content-Type": "application/json", "Content-Length": "9"], body: "{\"q\":\"é\"}")
