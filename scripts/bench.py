@@ -250,7 +250,10 @@ try:
                                 ("gatewayd log on", "gatewayd metrics on", "access log on ÷ off (metrics on in both)"),
                                 ("gatewayd log on", "gatewayd", "default config (log and metrics on) ÷ both off")]:
             if row in med and base in med:
-                print(f"gatewayd, {what}: CPU per request {cpu(row) / cpu(base):.2f}, req/s {med[row][0] / med[base][0]:.2f}")
+                # Each round's two rows ran next to each other: their ratio cancels the machine's drift between rounds.
+                paired = statistics.median(a[3] / b[3] for a, b in zip(results[row], results[base]))
+                print(f"gatewayd, {what}: CPU per request {cpu(row) / cpu(base):.2f} (per-round pairs: {paired:.2f}), "
+                      f"req/s {med[row][0] / med[base][0]:.2f}")
 
     # gatewayd's own routes: pass-through, the same to an upstream of two
     # endpoints (round robin), a rewrite (10-key JSON body -> GET query
