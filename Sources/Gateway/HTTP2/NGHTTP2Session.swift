@@ -239,8 +239,11 @@ final class NGHTTP2Session {
 
     // MARK: libnghttp2's callbacks, shared by every session (libnghttp2 copies them into each).
 
+    /// The session is borrowed, not retained: a callback runs inside one of
+    /// its calls into libnghttp2, so it is alive (two atomic operations per
+    /// callback otherwise, a dozen callbacks per stream).
     private static func delegate(_ user: UnsafeMutableRawPointer?) -> any NGHTTP2SessionDelegate {
-        Unmanaged<NGHTTP2Session>.fromOpaque(user!).takeUnretainedValue().delegate
+        Unmanaged<NGHTTP2Session>.fromOpaque(user!)._withUnsafeGuaranteedRef { $0.delegate }
     }
 
     private static var provider: nghttp2_data_provider {
