@@ -14,7 +14,7 @@ extension ByteBuffer {
         switch framing {
         case .none: break
         // "Content-Length: " + digits + "\r\n".
-        case .length(let length): size += 18 + Self.decimalDigits(length)
+        case .length(let length): size += 18 + Self.decimalDigits(UInt(length))
         // "Transfer-Encoding: chunked\r\n".
         case .streamed: size += 28
         }
@@ -38,7 +38,7 @@ extension ByteBuffer {
         }
     }
 
-    static func decimalDigits(_ value: Int) -> Int {
+    static func decimalDigits(_ value: UInt) -> Int {
         var digits = 1, rest = value / 10
         while rest > 0 {
             digits += 1

@@ -22,34 +22,30 @@ struct RawWriter {
         at += 1
     }
 
-    mutating func put(_ string: StaticString) {
-        let count = string.utf8CodeUnitCount
-        ensure(count)
-        (raw.baseAddress! + at).copyMemory(from: string.utf8Start, byteCount: count)
-        at += count
+    mutating func put(_ bytes: UnsafeRawBufferPointer) {
+        ensure(bytes.count)
+        if let base = bytes.baseAddress { (raw.baseAddress! + at).copyMemory(from: base, byteCount: bytes.count) }
+        at += bytes.count
     }
 
-    mutating func put(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { bytes in
-            ensure(bytes.count)
-            if let base = bytes.baseAddress { (raw.baseAddress! + at).copyMemory(from: base, byteCount: bytes.count) }
-            at += bytes.count
-        }
+    mutating func put(_ string: StaticString) {
+        put(UnsafeRawBufferPointer(start: string.utf8Start, count: string.utf8CodeUnitCount))
     }
+
+    mutating func put(_ bytes: [UInt8]) { bytes.withUnsafeBytes { put($0) } }
 
     mutating func put(_ string: String) {
-        let copied: Void? = string.utf8.withContiguousStorageIfAvailable { bytes in
-            guard let base = bytes.baseAddress else { return }
-            ensure(bytes.count)
-            (raw.baseAddress! + at).copyMemory(from: base, byteCount: bytes.count)
-            at += bytes.count
+        if string.utf8.withContiguousStorageIfAvailable({ put(UnsafeRawBufferPointer($0)) }) == nil {
+            for byte in string.utf8 { put(byte) }
         }
-        if copied == nil { for byte in string.utf8 { put(byte) } }
     }
 
     /// A non-negative integer in decimal.
-    mutating func putDecimal(_ value: Int) {
-        let digits = ByteBuffer.decimalDigits(value)
+    mutating func putDecimal(_ value: Int) { putDecimal(UInt(value)) }
+
+    /// `value` in decimal, zero-padded to `minimumDigits`.
+    mutating func putDecimal(_ value: UInt, minimumDigits: Int = 1) {
+        let digits = max(ByteBuffer.decimalDigits(value), minimumDigits)
         ensure(digits)
         var rest = value
         for index in stride(from: at + digits - 1, through: at, by: -1) {

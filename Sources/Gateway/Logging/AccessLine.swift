@@ -55,10 +55,7 @@ struct AccessLine: ~Copyable {
             guard format != .text else { return out.put(text) }
             out.put(iso)
             out.put(".")
-            let millis = Int(nanoseconds % 1_000_000_000 / 1_000_000)
-            out.put(UInt8(ascii: "0") + UInt8(millis / 100))
-            out.put(UInt8(ascii: "0") + UInt8(millis / 10 % 10))
-            out.put(UInt8(ascii: "0") + UInt8(millis % 10))
+            out.putDecimal(UInt(nanoseconds % 1_000_000_000 / 1_000_000), minimumDigits: 3)
             out.put("Z")
         }
 
@@ -109,18 +106,17 @@ struct AccessLine: ~Copyable {
 
     mutating func field(_ key: StaticString, _ value: Int) {
         self.key(key)
-        decimal(value)
+        if value < 0 { out.put(UInt8(ascii: "-")) }
+        out.putDecimal(value.magnitude)
     }
 
     /// Milliseconds with three decimals, from nanoseconds.
     mutating func field(_ key: StaticString, millis nanoseconds: Int64) {
         self.key(key)
-        let micros = max(0, Int(nanoseconds / 1000))
-        decimal(micros / 1000)
+        let micros = UInt(max(0, nanoseconds / 1000))
+        out.putDecimal(micros / 1000)
         out.put(UInt8(ascii: "."))
-        out.put(UInt8(ascii: "0") + UInt8(micros % 1000 / 100))
-        out.put(UInt8(ascii: "0") + UInt8(micros % 100 / 10))
-        out.put(UInt8(ascii: "0") + UInt8(micros % 10))
+        out.putDecimal(micros % 1000, minimumDigits: 3)
     }
 
     /// No value: `-` in text and logfmt, `null` in JSON.
@@ -162,18 +158,6 @@ struct AccessLine: ~Copyable {
         if format == .json { out.put(UInt8(ascii: "}")) }
         out.put(UInt8(ascii: "\n"))
         return out.at
-    }
-
-    /// Digits straight into the line: no String per number.
-    private mutating func decimal(_ number: Int) {
-        if number < 0 { out.put(UInt8(ascii: "-")) }
-        let magnitude = number.magnitude
-        var divisor: UInt = 1
-        while divisor <= magnitude / 10 { divisor *= 10 }
-        while divisor > 0 {
-            out.put(UInt8(ascii: "0") + UInt8(magnitude / divisor % 10))
-            divisor /= 10
-        }
     }
 
     /// logfmt's rule: quoted (with `\"`, `\\` and control characters escaped)

@@ -52,22 +52,17 @@ final class AccessLog: Sendable {
     /// One event loop's lines not yet written; touched on that loop only.
     private final class Buffer: @unchecked Sendable {
         let eventLoop: EventLoop
-        var bytes = ByteBuffer()
+        var bytes = Buffer.empty()
         var clock = AccessLine.Clock()
         var flushScheduled = false
 
-        init(eventLoop: EventLoop) {
-            self.eventLoop = eventLoop
-            fresh()
-        }
+        init(eventLoop: EventLoop) { self.eventLoop = eventLoop }
+
+        private static func empty() -> ByteBuffer { ByteBufferAllocator().buffer(capacity: AccessLog.flushBytes + 8192) }
 
         /// Empty, at its usual size again after a huge line grew it.
         func fresh() {
-            if bytes.capacity > 4 * AccessLog.flushBytes || bytes.capacity == 0 {
-                bytes = ByteBufferAllocator().buffer(capacity: AccessLog.flushBytes + 8192)
-            } else {
-                bytes.clear()
-            }
+            if bytes.capacity > 4 * AccessLog.flushBytes { bytes = Self.empty() } else { bytes.clear() }
         }
     }
 
@@ -83,9 +78,8 @@ final class AccessLog: Sendable {
     func record(_ entry: Entry, status: Int, outcome: String, on eventLoop: EventLoop) {
         let buffer = buffers[ObjectIdentifier(eventLoop)]!
         let now = NIODeadline.now()
-        var clock = buffer.clock
         buffer.bytes.writeWithUnsafeMutableBytes(minimumWritableBytes: AccessLine.room(textBytes: entry.textBytes + outcome.utf8.count)) {
-            var line = AccessLine(format, into: $0, clock: &clock, now: now)
+            var line = AccessLine(format, into: $0, clock: &buffer.clock, now: now)
             line.field("client", entry.client)
             line.field("proto", entry.proto)
             line.field("method", entry.method)
@@ -107,7 +101,6 @@ final class AccessLog: Sendable {
             if let reason = entry.reason { line.field("reason", reason) }
             return line.finish()
         }
-        buffer.clock = clock
         if buffer.bytes.readableBytes >= Self.flushBytes {
             flush(buffer)
         } else if !buffer.flushScheduled {

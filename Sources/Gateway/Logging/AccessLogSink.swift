@@ -34,15 +34,7 @@ final class AccessLogSink: Sendable {
     func write(_ bytes: ByteBuffer) {
         descriptor.withLock { descriptor in
             if let custom { return custom(Array(bytes.readableBytesView)) }
-            bytes.withUnsafeReadableBytes { raw in
-                var done = 0
-                while done < raw.count {
-                    let written = Glibc.write(descriptor, raw.baseAddress! + done, raw.count - done)
-                    if written < 0, errno == EINTR { continue }
-                    guard written > 0 else { return }
-                    done += written
-                }
-            }
+            bytes.withUnsafeReadableBytes { try? FileHandle(fileDescriptor: descriptor, closeOnDealloc: false).write(contentsOf: $0) }
         }
     }
 }
