@@ -7,6 +7,8 @@ GATEWAYD = sys.argv[1]
 SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 LOOPS = os.environ.get("BENCH_GATEWAYD_LOOPS", "1")
+# Which tables run, e.g. BENCH_TABLES=logs (a ratio measured on its own, with more rounds).
+TABLES = os.environ.get("BENCH_TABLES", "h1,h2c,logs,h2c-logs,loops,routes,memory").split(",")
 # A bare SwiftNIO byte forwarder (Benchmarks/NIOForwarder), the floor under gatewayd: scripts/bench with BENCH_NIO_FLOOR=1.
 NIO_FORWARDER = os.environ.get("NIO_FORWARDER")
 HZ = os.sysconf("SC_CLK_TCK")
@@ -212,20 +214,20 @@ try:
         return rps, int(done.group(1)), p(0.5), p(0.99), int(done.group(1)) - int(done.group(2))
 
     suites = [
-        ("HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports,
+        ("h1", "HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports,
                                              **({"NIO forwarder": extra_ports["NIO forwarder"]} if NIO_FORWARDER else {})}),
-        ("h2c (h2load -c16 -m10)", run_h2, {"direct": upstream_h2_port, **{k: v for k, v in ports.items() if k != "nginx"}}),
-        ("HTTP/1.1, access logs on (gatewayd's default config: log and metrics on; nginx buffer=64k flush=1s; HAProxy option httplog)", run_h1,
+        ("h2c", "h2c (h2load -c16 -m10)", run_h2, {"direct": upstream_h2_port, **{k: v for k, v in ports.items() if k != "nginx"}}),
+        ("logs", "HTTP/1.1, access logs on (gatewayd's default config: log and metrics on; nginx buffer=64k flush=1s; HAProxy option httplog)", run_h1,
          {"gatewayd": ports["gatewayd"], "gatewayd metrics on": extra_ports["gatewayd metrics on"],
           "gatewayd log on": extra_ports["gatewayd log on"],
           "nginx": extra_ports["nginx log on"], "haproxy": extra_ports["haproxy log on"]}),
-        ("h2c, access log and metrics on", run_h2, {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"]}),
-        ("HTTP/1.1, two workers (gatewayd --event-loops 2, nginx worker_processes auto, HAProxy nbthread 2)", run_h1,
+        ("h2c-logs", "h2c, access log and metrics on", run_h2, {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"]}),
+        ("loops", "HTTP/1.1, two workers (gatewayd --event-loops 2, nginx worker_processes auto, HAProxy nbthread 2)", run_h1,
          {"gatewayd": extra_ports["gatewayd 2 loops"], "nginx": extra_ports["nginx 2 workers"], "haproxy": extra_ports["haproxy 2 threads"]}),
     ]
     # A row's process, by port (the suites above name some of them after the peer they stand for).
     by_port = {port: servers[name] for name, port in {**ports, **extra_ports}.items()}
-    for title, runner, targets in suites:
+    for title, runner, targets in (suite[1:] for suite in suites if suite[0] in TABLES):
         results = {name: [] for name in targets}
         for _ in range(ROUNDS):
             for name, port in targets.items():
@@ -255,50 +257,52 @@ try:
                 print(f"gatewayd, {what}: CPU per request {cpu(row) / cpu(base):.2f} (per-round pairs: {paired:.2f}), "
                       f"req/s {med[row][0] / med[base][0]:.2f}")
 
-    # gatewayd's own routes: pass-through, the same to an upstream of two
-    # endpoints (round robin), a rewrite (10-key JSON body -> GET query
-    # string), and a retrying route whose every try gets 503 (one retry per call).
     gw = servers["gatewayd"]
-    runs = {"pass-through": ("/", None), "two endpoints": ("/two", None), "rewrite": ("/rewrite", rewrite_lua),
-            "retry (2 tries)": ("/always503", None)}
-    results = {name: [] for name in runs}
-    for _ in range(ROUNDS):
-        for name, (path, script) in runs.items():
-            before = cpu_ticks(gw)
-            rps, total, p50, p99, _ = run_h1(ports["gatewayd"], path, script)
-            results[name].append((rps, p50, p99, (cpu_ticks(gw) - before) / HZ * 1e6 / max(total, 1)))
-    med = {name: [statistics.median(r[i] for r in rows) for i in range(4)] for name, rows in results.items()}
-    base_rps, base_cpu = med["pass-through"][0], med["pass-through"][3]
-    print(f"\ngatewayd routes (wrk -t1 -c64): medians of {ROUNDS} interleaved rounds of {SECONDS}s")
-    print("| route | req/s | p50 ms | p99 ms | CPU µs/req | ÷ pass-through req/s | extra CPU ÷ plain call |")
-    print("|---|---|---|---|---|---|---|")
-    for name, (rps, p50, p99, cpu) in med.items():
-        print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rps / base_rps:.2f} | {(cpu - base_cpu) / base_cpu:.2f} |")
+    if "routes" in TABLES:
+        # gatewayd's own routes: pass-through, the same to an upstream of two
+        # endpoints (round robin), a rewrite (10-key JSON body -> GET query
+        # string), and a retrying route whose every try gets 503 (one retry per call).
+        runs = {"pass-through": ("/", None), "two endpoints": ("/two", None), "rewrite": ("/rewrite", rewrite_lua),
+                "retry (2 tries)": ("/always503", None)}
+        results = {name: [] for name in runs}
+        for _ in range(ROUNDS):
+            for name, (path, script) in runs.items():
+                before = cpu_ticks(gw)
+                rps, total, p50, p99, _ = run_h1(ports["gatewayd"], path, script)
+                results[name].append((rps, p50, p99, (cpu_ticks(gw) - before) / HZ * 1e6 / max(total, 1)))
+        med = {name: [statistics.median(r[i] for r in rows) for i in range(4)] for name, rows in results.items()}
+        base_rps, base_cpu = med["pass-through"][0], med["pass-through"][3]
+        print(f"\ngatewayd routes (wrk -t1 -c64): medians of {ROUNDS} interleaved rounds of {SECONDS}s")
+        print("| route | req/s | p50 ms | p99 ms | CPU µs/req | ÷ pass-through req/s | extra CPU ÷ plain call |")
+        print("|---|---|---|---|---|---|---|")
+        for name, (rps, p50, p99, cpu) in med.items():
+            print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rps / base_rps:.2f} | {(cpu - base_cpu) / base_cpu:.2f} |")
 
-    # Memory: a 1 GiB upload streamed through, then idle connections held open.
-    status = lambda field: int(next(l for l in open(f"/proc/{gw.pid}/status") if l.startswith(field)).split()[1]) / 1024
-    before_upload = status("VmRSS:")
-    upload = subprocess.run(["sh", "-c", f"head -c {1 << 30} /dev/zero | curl -s -o /dev/null -w '%{{http_code}}' "
-                             f"-T - http://127.0.0.1:{ports['gatewayd']}/upload"], capture_output=True, text=True).stdout
-    upload_peak = status("VmHWM:")
-    base_rss = rss_mib(gw)
-    idle = []
-    for _ in range(1000):
-        c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
-        c.sendall(b"GET / HTTP/1.1\r\nHost: b\r\n\r\n")
-        idle.append(c)
-    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-    for _ in range(100):
-        c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
-        c.sendall(preface)
-        idle.append(c)
-    time.sleep(1.5)
-    held_rss = rss_mib(gw)
-    for c in idle:
-        c.close()
-    print(f"\nMemory (gatewayd): at start {idle_rss['gatewayd']:.0f} MiB; 1 GiB streamed upload (status {upload}): peak "
-          f"{upload_peak:.0f} MiB, {upload_peak - before_upload:+.0f} MiB over the RSS before it; then {base_rss:.0f} MiB, "
-          f"and {held_rss:.0f} MiB holding 1,000 idle HTTP/1.1 + 100 HTTP/2 connections")
+    if "memory" in TABLES:
+        # Memory: a 1 GiB upload streamed through, then idle connections held open.
+        status = lambda field: int(next(l for l in open(f"/proc/{gw.pid}/status") if l.startswith(field)).split()[1]) / 1024
+        before_upload = status("VmRSS:")
+        upload = subprocess.run(["sh", "-c", f"head -c {1 << 30} /dev/zero | curl -s -o /dev/null -w '%{{http_code}}' "
+                                 f"-T - http://127.0.0.1:{ports['gatewayd']}/upload"], capture_output=True, text=True).stdout
+        upload_peak = status("VmHWM:")
+        base_rss = rss_mib(gw)
+        idle = []
+        for _ in range(1000):
+            c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
+            c.sendall(b"GET / HTTP/1.1\r\nHost: b\r\n\r\n")
+            idle.append(c)
+        preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+        for _ in range(100):
+            c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
+            c.sendall(preface)
+            idle.append(c)
+        time.sleep(1.5)
+        held_rss = rss_mib(gw)
+        for c in idle:
+            c.close()
+        print(f"\nMemory (gatewayd): at start {idle_rss['gatewayd']:.0f} MiB; 1 GiB streamed upload (status {upload}): peak "
+              f"{upload_peak:.0f} MiB, {upload_peak - before_upload:+.0f} MiB over the RSS before it; then {base_rss:.0f} MiB, "
+              f"and {held_rss:.0f} MiB holding 1,000 idle HTTP/1.1 + 100 HTTP/2 connections")
 except BaseException:
     stop_all()
     print(f"logs kept in {work}", file=sys.stderr)
