@@ -70,4 +70,53 @@ import Testing
         let bad = try #require(objects.first { $0["target"] as? String == "/bad/2" })
         #expect(bad["proto"] as? String == "h2c" && bad["status"] as? Int == 502 && bad["upstream_status"] as? Int == 503)
     }
+
+    /// An event reads the clock once for everything it touches; on one
+    /// keep-alive connection, each call's deadline, duration and
+    /// time-to-first-byte still start from its own request, not from an
+    /// instant an earlier event read (idle pauses longer than the timeout).
+    @Test func eachCallIsTimedFromItsOwnRequest() async throws {
+        let upstream = RecordingUpstream { request in
+            .respond(status: 200, headers: [], body: Array("ok".utf8), delay: .milliseconds(request.uri == "/slow" ? 400 : 0))
+        }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("timed-\(getpid()).log")
+        try? FileManager.default.removeItem(at: log)
+        defer { try? FileManager.default.removeItem(at: log) }
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            logging: {format: json, access_log: {path: \(log.path)}}
+            upstreams: {app: {url: "http://127.0.0.1:\(upstreamPort)"}}
+            routes: [{name: app, upstream: app, timeout: 1s}]
+            """)
+        let script = """
+            import socket, sys, time
+            s = socket.create_connection(("127.0.0.1", \(gateway.port)), timeout=10)
+            f = s.makefile("rb")
+            for i, path in enumerate(["/fast", "/slow", "/fast", "/slow"]):
+                if i: time.sleep(1.3)
+                s.sendall(f"GET {path} HTTP/1.1\\r\\nHost: t\\r\\n\\r\\n".encode())
+                status = f.readline().split()[1].decode()
+                length = 0
+                while (line := f.readline()) not in (b"\\r\\n", b""):
+                    if line.lower().startswith(b"content-length:"): length = int(line.split(b":")[1])
+                f.read(length)
+                print(path, status)
+            """
+        let out = try await runPeerDetached("/usr/bin/env", ["python3", "-c", script]).text
+        await gateway.stop()
+        #expect(out == "/fast 200\n/slow 200\n/fast 200\n/slow 200\n", "a stale instant would have timed the calls out: \(out)")
+
+        let lines = try String(contentsOf: log, encoding: .utf8).split(separator: "\n")
+        let objects = try lines.map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        #expect(objects.map { $0["target"] as? String } == ["/fast", "/slow", "/fast", "/slow"])
+        for object in objects {
+            let duration = try #require(object["duration_ms"] as? Double), ttfb = try #require(object["upstream_ttfb_ms"] as? Double)
+            let slow = object["target"] as? String == "/slow"
+            // Each from its own request: never the pause before it (1.3 s), never before the upstream's delay.
+            #expect(slow ? duration >= 400 && ttfb >= 400 : duration < 400, "\(object)")
+            #expect(duration < 1000 && ttfb >= 0 && ttfb <= duration, "\(object)")
+        }
+    }
 }

@@ -46,7 +46,7 @@ extension ProxyHandler {
         let endpoint = state.pick(exclude: call.endpoint?.index, random: random.next())
         call.endpoint = endpoint
         // An idle pooled connection is used at once: no waiter closure to allocate.
-        if let connection = pool.takeIdle(endpoint) {
+        if let connection = pool.takeIdle(endpoint, now: now) {
             if !connectionReady(connection, token) { connection.giveBack() }
             return
         }
@@ -101,7 +101,7 @@ extension ProxyHandler {
         call.judged = false
         call.route.metrics.tries?.increment()
         log.tries += 1
-        log.sentAt = .now()
+        log.sentAt = now
         log.upstreamAddress = connection.peerAddress
         log.upstreamStatus = nil
         log.firstByte = nil
@@ -140,7 +140,7 @@ extension ProxyHandler {
             return client.close()
         }
         log.upstreamStatus = 101
-        if let sentAt = log.sentAt { log.firstByte = .now() - sentAt }
+        if let sentAt = log.sentAt { log.firstByte = now - sentAt }
         var switched = head
         switched.headers.removeHopByHop()
         switched.headers.set("Connection", "Upgrade")
@@ -162,7 +162,7 @@ extension ProxyHandler {
         machine.responseHeadArrived()
         // Logged whatever the validators make of it.
         log.upstreamStatus = Int(upstreamHead.status.code)
-        if let sentAt = log.sentAt { log.firstByte = .now() - sentAt }
+        if let sentAt = log.sentAt { log.firstByte = now - sentAt }
         if call?.retry != nil, call?.route.validatorsReadBodies == true || shared.validatorsReadBodies {
             call?.heldHead = upstreamHead
             call?.heldBody = []
@@ -205,7 +205,9 @@ extension ProxyHandler {
         if !client.isWritable { call?.connection?.setReading(false) }
     }
 
-    func upstreamEnd() {
+    func upstreamEnd() { atEvent { completeResponse() } }
+
+    private func completeResponse() {
         if drained() { return }
         if let held = call?.heldHead, let body = call?.heldBody {
             let headers = held.headers

@@ -75,11 +75,12 @@ extension ProxyHandler {
     /// The exchange is over: its access log line and metrics, once.
     func record(status: Int, outcome: String) {
         guard exchange.logOnce() else { return }
-        (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start)
+        let now = now
+        (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start, now: now)
         guard let accessLog = shared.accessLog else { return }
         // The exchange's one line takes its entry over: a copy would retain each of its strings.
         var entry = AccessLog.Entry(start: log.start)
         swap(&entry, &log)
-        accessLog.record(entry, status: status, outcome: outcome, on: client.eventLoop)
+        accessLog.record(entry, status: status, outcome: outcome, on: client.eventLoop, now: now)
     }
 }

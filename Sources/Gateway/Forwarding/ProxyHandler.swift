@@ -40,6 +40,10 @@ final class ProxyHandler: UpstreamResponseDelegate {
     var log = AccessLog.Entry()
     /// The matched route's metrics (nil until a route matched).
     var routeMetrics: RouteMetrics?
+    /// The instant of the event being handled (`atEvent`): the machines,
+    /// timers, log line and metrics one event touches share one clock read,
+    /// as nginx reads its clock once per turn of its event loop.
+    private var eventInstant: NIODeadline?
 
     struct Streaming {
         /// Body parts read before the upstream connection was ready.
@@ -134,7 +138,21 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// has ended (its bytes wait in the connection handler).
     var acceptsRequestParts: Bool { exchange.acceptsRequestParts }
 
-    func process(_ part: RequestPart) {
+    /// Now: the event's instant inside `atEvent`, else the clock.
+    var now: NIODeadline { eventInstant ?? .now() }
+
+    /// Runs `body` as one event: one clock read for all of it (an event
+    /// inside another keeps the outer one's instant).
+    func atEvent<R>(_ body: () -> R) -> R {
+        guard eventInstant == nil else { return body() }
+        eventInstant = .now()
+        defer { eventInstant = nil }
+        return body()
+    }
+
+    func process(_ part: RequestPart) { atEvent { handle(part) } }
+
+    private func handle(_ part: RequestPart) {
         switch part {
         case .head(let head):
             begin(head)
@@ -143,7 +161,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             if streaming != nil {
                 streamBody(buffer)
             } else if let head {
-                wake(at: exchange.bodyExpected(now: .now, idleTimeout: shared.config.limits.idleTimeout))
+                wake(at: exchange.bodyExpected(now: LoopInstant(deadline: now), idleTimeout: shared.config.limits.idleTimeout))
                 guard body.count + buffer.readableBytes <= shared.config.limits.maxBodyBytes else {
                     // Refused as soon as it is too large (a chunked body): the rest is not read.
                     let route = match?.route.config.name
@@ -168,7 +186,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     private func begin(_ head: RequestHead) {
         exchange.requestHead()
         shared = slot.context
-        log = AccessLog.Entry(client: client.peerAddress, proto: protocolName(head.version), method: head.method.rawValue,
+        log = AccessLog.Entry(start: now, client: client.peerAddress, proto: protocolName(head.version), method: head.method.rawValue,
                               target: head.uri, userAgent: shared.accessLog == nil ? nil : head.headers["User-Agent"])
         routeMetrics = nil
     }
@@ -228,7 +246,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             self.match = match
             requestHeaders = headers
             body.removeAll(keepingCapacity: true)
-            wake(at: exchange.bodyExpected(now: .now, idleTimeout: limits.idleTimeout))
+            wake(at: exchange.bodyExpected(now: LoopInstant(deadline: now), idleTimeout: limits.idleTimeout))
         }
     }
 
@@ -303,7 +321,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func startCall(_ call: Call) {
         self.call = call
         exchange.callStarted()
-        let action = machine.start(now: .now, timeout: call.route.config.timeout ?? Self.defaultTimeout,
+        let action = machine.start(now: LoopInstant(deadline: now), timeout: call.route.config.timeout ?? Self.defaultTimeout,
                                    runsModifiers: !shared.modifiers.isEmpty, perTryTimeout: call.route.config.retry?.perTryTimeout,
                                    replayable: !call.streams)
         if let deadline = machine.deadline { wake(at: deadline) }
@@ -476,7 +494,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// (within idle_timeout).
     func finishExchange(keepAlive: Bool) {
         let idleTimeout = client.carriesOneExchange ? nil : shared.config.limits.idleTimeout
-        let (keepOpen, next) = exchange.responseEnded(keepAlive: keepAlive, now: .now, idleTimeout: idleTimeout)
+        let (keepOpen, next) = exchange.responseEnded(keepAlive: keepAlive, now: LoopInstant(deadline: now), idleTimeout: idleTimeout)
         if let next { wake(at: next) }
         client.end(close: !keepOpen)
     }

@@ -75,9 +75,8 @@ final class AccessLog: Sendable {
     }
 
     /// On `eventLoop`, the one the call ran on.
-    func record(_ entry: Entry, status: Int, outcome: String, on eventLoop: EventLoop) {
+    func record(_ entry: Entry, status: Int, outcome: String, on eventLoop: EventLoop, now: NIODeadline = .now()) {
         let buffer = buffers[ObjectIdentifier(eventLoop)]!
-        let now = NIODeadline.now()
         buffer.bytes.writeWithUnsafeMutableBytes(minimumWritableBytes: AccessLine.room(textBytes: entry.textBytes + outcome.utf8.count)) {
             var line = AccessLine(format, into: $0, clock: &buffer.clock, now: now)
             line.field("client", entry.client)

@@ -63,8 +63,8 @@ final class RouteMetrics: Sendable {
         duration = Timer(label: "gatewayd_request_duration_seconds", dimensions: [("route", route)], factory: factory)
     }
 
-    func callEnded(method: String, status: Int, started: NIODeadline) {
-        duration.recordNanoseconds((NIODeadline.now() - started).nanoseconds)
+    func callEnded(method: String, status: Int, started: NIODeadline, now: NIODeadline) {
+        duration.recordNanoseconds((now - started).nanoseconds)
         let key = CallKey(method: method, statusClass: status / 100)
         calls.withLock { counters in
             if let counter = counters[key] { return counter }

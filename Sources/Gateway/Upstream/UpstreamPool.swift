@@ -59,11 +59,11 @@ final class UpstreamPool: @unchecked Sendable {
     }
 
     /// An idle kept-alive connection to `endpoint`, when there is one.
-    func takeIdle(_ endpoint: Endpoint) -> HTTP1UpstreamConnection? {
+    func takeIdle(_ endpoint: Endpoint, now: NIODeadline) -> HTTP1UpstreamConnection? {
         eventLoop.assertInEventLoop()
         guard let slot = slots[endpoint.upstream.name]?[endpoint.index] else { return nil }
         var stale: [HTTP1UpstreamConnection] = []
-        let connection = slot.state.takeIdle(now: .now(), idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
+        let connection = slot.state.takeIdle(now: now, idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
         for connection in stale { connection.channel.close(promise: nil) }
         return connection
     }
