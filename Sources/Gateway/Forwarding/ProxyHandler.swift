@@ -140,6 +140,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     /// Now: the event's instant inside `atEvent`, else the clock.
     var now: NIODeadline { eventInstant ?? .now() }
+    /// The same, as the state machines' instant.
+    var loopNow: LoopInstant { LoopInstant(deadline: now) }
 
     /// Runs `body` as one event: one clock read for all of it (an event
     /// inside another keeps the outer one's instant).
@@ -161,7 +163,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             if streaming != nil {
                 streamBody(buffer)
             } else if let head {
-                wake(at: exchange.bodyExpected(now: LoopInstant(deadline: now), idleTimeout: shared.config.limits.idleTimeout))
+                wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
                 guard body.count + buffer.readableBytes <= shared.config.limits.maxBodyBytes else {
                     // Refused as soon as it is too large (a chunked body): the rest is not read.
                     let route = match?.route.config.name
@@ -246,7 +248,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             self.match = match
             requestHeaders = headers
             body.removeAll(keepingCapacity: true)
-            wake(at: exchange.bodyExpected(now: LoopInstant(deadline: now), idleTimeout: limits.idleTimeout))
+            wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: limits.idleTimeout))
         }
     }
 
@@ -321,7 +323,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func startCall(_ call: Call) {
         self.call = call
         exchange.callStarted()
-        let action = machine.start(now: LoopInstant(deadline: now), timeout: call.route.config.timeout ?? Self.defaultTimeout,
+        let action = machine.start(now: loopNow, timeout: call.route.config.timeout ?? Self.defaultTimeout,
                                    runsModifiers: !shared.modifiers.isEmpty, perTryTimeout: call.route.config.retry?.perTryTimeout,
                                    replayable: !call.streams)
         if let deadline = machine.deadline { wake(at: deadline) }
@@ -494,7 +496,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// (within idle_timeout).
     func finishExchange(keepAlive: Bool) {
         let idleTimeout = client.carriesOneExchange ? nil : shared.config.limits.idleTimeout
-        let (keepOpen, next) = exchange.responseEnded(keepAlive: keepAlive, now: LoopInstant(deadline: now), idleTimeout: idleTimeout)
+        let (keepOpen, next) = exchange.responseEnded(keepAlive: keepAlive, now: loopNow, idleTimeout: idleTimeout)
         if let next { wake(at: next) }
         client.end(close: !keepOpen)
     }
