@@ -29,7 +29,7 @@ extension ByteBuffer {
             case .none: break
             case .length(let length):
                 out.put("Content-Length: ")
-                out.putDecimal(length)
+                out.putDecimal(UInt(length))
                 out.put("\r\n")
             case .streamed: out.put("Transfer-Encoding: chunked\r\n")
             }

@@ -40,9 +40,6 @@ struct RawWriter {
         }
     }
 
-    /// A non-negative integer in decimal.
-    mutating func putDecimal(_ value: Int) { putDecimal(UInt(value)) }
-
     /// `value` in decimal, zero-padded to `minimumDigits`.
     mutating func putDecimal(_ value: UInt, minimumDigits: Int = 1) {
         let digits = max(ByteBuffer.decimalDigits(value), minimumDigits)

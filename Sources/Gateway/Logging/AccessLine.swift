@@ -38,18 +38,17 @@ struct AccessLine: ~Copyable {
                 var time = seconds
                 var parts = tm()
                 gmtime_r(&time, &parts)
-                iso = []
-                Self.digits(Int(parts.tm_year) + 1900, 4, into: &iso)
-                iso.append(UInt8(ascii: "-"))
-                Self.digits(Int(parts.tm_mon) + 1, 2, into: &iso)
-                iso.append(UInt8(ascii: "-"))
-                Self.digits(Int(parts.tm_mday), 2, into: &iso)
-                iso.append(UInt8(ascii: "T"))
-                Self.digits(Int(parts.tm_hour), 2, into: &iso)
-                iso.append(UInt8(ascii: ":"))
-                Self.digits(Int(parts.tm_min), 2, into: &iso)
-                iso.append(UInt8(ascii: ":"))
-                Self.digits(Int(parts.tm_sec), 2, into: &iso)
+                // Room for any `tm_year`'s digits: 10, then 15 bytes of the rest.
+                iso = Array(unsafeUninitializedCapacity: 32) { bytes, count in
+                    var out = RawWriter(UnsafeMutableRawBufferPointer(bytes))
+                    out.putDecimal(UInt(Int(parts.tm_year) + 1900), minimumDigits: 4)
+                    for (separator, part) in [("-", parts.tm_mon + 1), ("-", parts.tm_mday), ("T", parts.tm_hour), (":", parts.tm_min),
+                                              (":", parts.tm_sec)] as [(StaticString, Int32)] {
+                        out.put(separator)
+                        out.putDecimal(UInt(part), minimumDigits: 2)
+                    }
+                    count = out.at
+                }
                 text = iso + Array("+0000".utf8)
             }
             guard format != .text else { return out.put(text) }
@@ -57,15 +56,6 @@ struct AccessLine: ~Copyable {
             out.put(".")
             out.putDecimal(UInt(nanoseconds % 1_000_000_000 / 1_000_000), minimumDigits: 3)
             out.put("Z")
-        }
-
-        static func digits(_ value: Int, _ count: Int, into out: inout [UInt8]) {
-            var divisor = 1
-            for _ in 1..<count { divisor *= 10 }
-            while divisor > 0 {
-                out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
-                divisor /= 10
-            }
         }
     }
 

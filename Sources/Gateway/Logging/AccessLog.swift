@@ -75,7 +75,7 @@ final class AccessLog: Sendable {
     }
 
     /// On `eventLoop`, the one the call ran on.
-    func record(_ entry: Entry, status: Int, outcome: String, on eventLoop: EventLoop, now: NIODeadline = .now()) {
+    func record(_ entry: Entry, status: Int, outcome: String, on eventLoop: EventLoop, now: NIODeadline) {
         let buffer = buffers[ObjectIdentifier(eventLoop)]!
         buffer.bytes.writeWithUnsafeMutableBytes(minimumWritableBytes: AccessLine.room(textBytes: entry.textBytes + outcome.utf8.count)) {
             var line = AccessLine(format, into: $0, clock: &buffer.clock, now: now)
