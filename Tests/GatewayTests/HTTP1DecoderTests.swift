@@ -228,4 +228,10 @@ import Testing
         // Both outcomes occur: the mutations reach the checks, not only the happy path.
         #expect(outcomes.read > 100 && outcomes.refused > 100)
     }
+
+    /// The token bitmap is RFC 9110's tchar, byte for byte.
+    @Test func tokenCharactersAreTheRFCs() {
+        let tchar = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for byte in UInt8.min...UInt8.max { #expect(byte.isTokenChar == tchar.contains(byte), "byte \(byte)") }
+    }
 }

@@ -143,8 +143,13 @@ extension HeaderList {
         return items
     }
 
+    static let hopByHopBits = nameBits(["te", "upgrade", "trailer", "connection", "keep-alive", "proxy-connection", "transfer-encoding",
+                                        "proxy-authenticate", "proxy-authorization"])
+
     /// Drops the hop-by-hop headers and every header `Connection` names.
     mutating func removeHopByHop() {
+        // Most requests carry none: no walk over their fields.
+        guard mayContain(anyOf: Self.hopByHopBits) else { return }
         // One pass to find what goes (usually just `Connection: keep-alive`):
         // how many fixed names are there and the first's place, and the
         // names a Connection lists (rare).

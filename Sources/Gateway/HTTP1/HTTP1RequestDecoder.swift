@@ -63,7 +63,9 @@ struct HTTP1RequestDecoder {
             return
         }
         let host = headers["Host"] ?? ""
-        guard host.utf8.allSatisfy(\.isHostChar) else { throw .malformed("the Host field is not a host and port") }
+        // Over the bytes in place: a generic walk of the UTF8View cost ~40 instructions a byte.
+        let valid = host.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(\.isHostChar) } ?? host.utf8.allSatisfy(\.isHostChar)
+        guard valid else { throw .malformed("the Host field is not a host and port") }
     }
 
     /// RFC 9112 section 6.3 for requests, refusing what a lenient parser
@@ -86,26 +88,31 @@ struct HTTP1RequestDecoder {
     static func contentLength(_ headers: HeaderList) throws(HTTP1ParseError) -> Int? {
         var length: Int?
         try headers.forEachValue(named: "Content-Length") { (value: String) throws(HTTP1ParseError) in
-            let bytes = value.utf8
-            var i = bytes.startIndex
-            while true {
-                var item = 0, digits = 0
-                while i < bytes.endIndex, bytes[i] == .space || bytes[i] == .tab { i = bytes.index(after: i) }
-                while i < bytes.endIndex, bytes[i].isDigit, digits < 18 {
-                    item = item * 10 + Int(bytes[i] - .zero)
-                    digits += 1
-                    i = bytes.index(after: i)
-                }
-                while i < bytes.endIndex, bytes[i] == .space || bytes[i] == .tab { i = bytes.index(after: i) }
-                guard digits > 0, i == bytes.endIndex || bytes[i] == UInt8(ascii: ",") else {
-                    throw .malformed("Content-Length is not a number")
-                }
-                guard length == nil || length == item else { throw .malformed("the Content-Length values differ") }
-                length = item
-                if i == bytes.endIndex { break }
-                i = bytes.index(after: i)
-            }
+            // Over the bytes in place: walking the UTF8View's indices cost ~40 instructions a byte.
+            let read = value.utf8.withContiguousStorageIfAvailable { Self.readLength($0, into: &length) }
+                ?? Array(value.utf8).withUnsafeBufferPointer { Self.readLength($0, into: &length) }
+            if let read { throw read }
         }
         return length
+    }
+
+    /// One Content-Length value's items into `length`; what is wrong with them, if anything.
+    private static func readLength(_ bytes: UnsafeBufferPointer<UInt8>, into length: inout Int?) -> HTTP1ParseError? {
+        var i = 0
+        while true {
+            var item = 0, digits = 0
+            while i < bytes.count, bytes[i] == .space || bytes[i] == .tab { i += 1 }
+            while i < bytes.count, bytes[i].isDigit, digits < 18 {
+                item = item * 10 + Int(bytes[i] - .zero)
+                digits += 1
+                i += 1
+            }
+            while i < bytes.count, bytes[i] == .space || bytes[i] == .tab { i += 1 }
+            guard digits > 0, i == bytes.count || bytes[i] == UInt8(ascii: ",") else { return .malformed("Content-Length is not a number") }
+            guard length == nil || length == item else { return .malformed("the Content-Length values differ") }
+            length = item
+            if i == bytes.count { return nil }
+            i += 1
+        }
     }
 }

@@ -11,11 +11,39 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
     }
 
     public private(set) var fields: [Field]
+    /// A filter over the names present: the bit `nameBit` gives a field's
+    /// name is set while the field is here (and may stay set after it goes).
+    /// Most lookups on the data path are for names a message does not carry
+    /// (Upgrade, Expect, X-Request-Id, the framing fields): a clear bit
+    /// answers those without walking the fields.
+    private var present: UInt64 = 0
 
-    public init(_ fields: [Field] = []) { self.fields = fields }
-    public init(dictionaryLiteral elements: (String, String)...) {
-        fields = elements.map { Field(name: $0.0, value: $0.1) }
+    public init(_ fields: [Field] = []) {
+        self.fields = fields
+        for i in fields.indices { present |= Self.nameBit(fields[i].name) }
     }
+    public init(dictionaryLiteral elements: (String, String)...) {
+        self.init(elements.map { Field(name: $0.0, value: $0.1) })
+    }
+
+    /// Equal fields in the same order: the filter is not part of the value.
+    public static func == (a: HeaderList, b: HeaderList) -> Bool { a.fields == b.fields }
+    public func hash(into hasher: inout Hasher) { hasher.combine(fields) }
+
+    /// One of 64 bits for a name: its length's (names equal as `equalNames`
+    /// says have equal lengths). Reading a string's length costs a few
+    /// instructions; hashing its first byte too cost more than the walks it saved.
+    @usableFromInline
+    static func nameBit(_ name: String) -> UInt64 { 1 << UInt64(name.utf8.count & 63) }
+
+    /// Whether a field named `name` may be here: false means it is not.
+    func mayContain(_ name: String) -> Bool { present & Self.nameBit(name) != 0 }
+
+    /// The filter's bits for `names`, for `mayContain(anyOf:)`.
+    public static func nameBits(_ names: [String]) -> UInt64 { names.reduce(0) { $0 | nameBit($1) } }
+
+    /// Whether a field with one of the names `bits` stands for may be here.
+    public func mayContain(anyOf bits: UInt64) -> Bool { present & bits != 0 }
 
     public var startIndex: Int { fields.startIndex }
     public var endIndex: Int { fields.endIndex }
@@ -48,7 +76,8 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
     /// each field, two string retains and releases, which on the data path
     /// cost more than the comparisons.
     public func firstIndex(named name: String, from start: Int = 0) -> Int? {
-        fields.withUnsafeBufferPointer { fields in
+        guard mayContain(name) else { return nil }
+        return fields.withUnsafeBufferPointer { fields in
             var i = start
             while i < fields.count {
                 if Self.equalNames(fields[i].name, name) { return i }
@@ -66,6 +95,7 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
 
     public mutating func add(_ name: String, _ value: String) {
         fields.append(Field(name: name, value: value))
+        present |= Self.nameBit(name)
     }
 
     /// Replaces every field named `name` by one, at the first one's position.
