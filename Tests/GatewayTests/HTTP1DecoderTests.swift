@@ -234,4 +234,60 @@ import Testing
         let tchar = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
         for byte in UInt8.min...UInt8.max { #expect(byte.isTokenChar == tchar.contains(byte), "byte \(byte)") }
     }
+
+    /// The eight-bytes-at-a-time value check says what a byte loop says, for
+    /// values of every length up to 40 made of the bytes that matter.
+    @Test func valueCheckAgreesWithTheByteLoop() {
+        var random = SplitMix64(seed: 0x7661_6C75_6573)
+        let bytes: [UInt8] = [0, 8, 9, 10, 13, 31, 32, 65, 126, 127, 128, 0xC3, 0xA9, 255]
+        for _ in 0..<20000 {
+            let value = (0..<Int(random.next() % 41)).map { _ in random.next() % 4 == 0 ? bytes[Int(random.next() % 14)] : 97 }
+            let expected: Bool? = value.contains { $0 < 0x20 && $0 != 9 || $0 == 0x7F } ? nil : value.allSatisfy { $0 < 0x80 }
+            value.withUnsafeBytes { #expect(HTTP1HeadReader.valueBytes($0) == expected, "\(value)") }
+        }
+    }
+
+    /// An answer's fields go back out from their received bytes, edited as
+    /// forwarding edits them, exactly as from the list they read into: for
+    /// every combination of the edits, on answers with hop-by-hop fields, a
+    /// Connection naming another field, an X-Request-Id of their own,
+    /// repeated names, bare LF line ends, whitespace and non-ASCII values.
+    @Test func receivedFieldsGoOutAsTheirListWould() throws {
+        let answers = [
+            "HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Wed, 25 Nov 2026 06:12:07 GMT\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nX-Request-Id: theirs\r\nkeep-alive: timeout=5\r\nTE: trailers\r\nx-request-id: again\r\nContent-Type: a\r\n\r\n",
+            "HTTP/1.1 200 OK\nConnection: close, X-Private\nX-Private: secret\nContent-Type:text/plain  \nSet-Cookie: a=1\nSet-Cookie: b=2\n\n",
+            "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nUpgrade: h2c\r\nX-Note: \u{e9}t\u{e9}\t\r\nProxy-Connection: x\r\n\r\n",
+            "HTTP/1.1 204 No Content\r\n\r\n",
+        ]
+        for answer in answers {
+            var decoder = HTTP1ResponseDecoder(maxHeadBytes: 4096)
+            decoder.expect(method: .GET)
+            var buffer = ByteBuffer(string: answer)
+            guard case .head(let head)? = try decoder.next(&buffer) else { Issue.record("no head in \(answer)"); continue }
+            #expect(head.received != nil)
+            for edits in 0..<16 {
+                var received = head
+                var list = ResponseHead(version: head.version, status: head.status, headers: head.headers)
+                if edits & 1 != 0 { received.removeHopByHop(); list.removeHopByHop() }
+                if edits & 2 != 0 { received.set("X-Request-Id", "ours"); list.set("X-Request-Id", "ours") }
+                if edits & 4 != 0 { received.set("Content-Type", "text/html"); list.set("Content-Type", "text/html") }
+                if edits & 8 != 0 { received.set("Connection", "close"); list.set("Connection", "close") }
+                var a = ByteBuffer(), b = ByteBuffer()
+                let hasA = a.writeStatusLine(received), hasB = b.writeStatusLine(list)
+                #expect(a == b, "edits \(edits) of \(answer)")
+                #expect(hasA == hasB && received.headers == list.headers)
+            }
+        }
+        // What the usual forwarded answer becomes: hop-by-hop fields gone, the
+        // request id in place of the upstream's, the rest as it came.
+        var decoder = HTTP1ResponseDecoder(maxHeadBytes: 4096)
+        var buffer = ByteBuffer(string: answers[1])
+        guard case .head(var head)? = try decoder.next(&buffer) else { Issue.record("no head"); return }
+        head.removeHopByHop()
+        head.set("X-Request-Id", "ours")
+        var out = ByteBuffer()
+        _ = out.writeStatusLine(head)
+        #expect(String(buffer: out) == "HTTP/1.1 200 OK\r\nX-Request-Id: ours\r\nContent-Type: a\r\n")
+    }
 }

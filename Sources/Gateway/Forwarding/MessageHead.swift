@@ -23,7 +23,51 @@ struct RequestHead: Equatable, Sendable {
 struct ResponseHead: Equatable, Sendable {
     var version: HTTPVersion
     var status: HTTPResponseStatus
-    var headers: HeaderList
+    /// Its fields as a list. A head read off an HTTP/1.1 upstream keeps
+    /// them as bytes (`received`) until something reads them here or makes
+    /// an edit `removeHopByHop` and `set` cannot keep beside the bytes.
+    var headers: HeaderList {
+        get { received?.list ?? fields }
+        // In place: a get and a set would copy every field at each edit.
+        _modify {
+            if let received {
+                fields = received.list
+                self.received = nil
+            }
+            yield &fields
+        }
+    }
+    private var fields: HeaderList
+    private(set) var received: ReceivedFields?
+
+    init(version: HTTPVersion, status: HTTPResponseStatus, headers: HeaderList) {
+        self.version = version
+        self.status = status
+        fields = headers
+    }
+
+    init(version: HTTPVersion, status: HTTPResponseStatus, received: ReceivedFields) {
+        self.version = version
+        self.status = status
+        fields = HeaderList()
+        self.received = received
+    }
+
+    static func == (a: ResponseHead, b: ResponseHead) -> Bool {
+        a.version == b.version && a.status == b.status && a.headers == b.headers
+    }
+
+    /// `HeaderList.removeHopByHop`, beside received bytes when it can be.
+    mutating func removeHopByHop() {
+        if received?.dropHopByHop() == true { return }
+        headers.removeHopByHop()
+    }
+
+    /// `HeaderList.set`, beside received bytes when it can be.
+    mutating func set(_ name: String, _ value: String) {
+        if received?.set(name, value) == true { return }
+        headers.set(name, value)
+    }
 }
 
 typealias RequestPart = HTTPPart<RequestHead, ByteBuffer>

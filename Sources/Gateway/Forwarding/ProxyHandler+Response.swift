@@ -183,10 +183,11 @@ extension ProxyHandler {
         guard let call else { return }
         // Moved, not copied: a second reference would make its first edit copy every field.
         var head = consume upstreamHead
-        head.headers.removeHopByHop()
-        head.headers.set("X-Request-Id", call.requestID)
-        call.route.config.responseHeaders.apply(to: &head.headers)
-        if !call.keepAlive || exchange.quiescing { head.headers.set("Connection", "close") }
+        // Edits an HTTP/1.1 upstream's fields keep beside their bytes; a route's rules read them as a list.
+        head.removeHopByHop()
+        head.set("X-Request-Id", call.requestID)
+        if !call.route.config.responseHeaders.isEmpty { call.route.config.responseHeaders.apply(to: &head.headers) }
+        if !call.keepAlive || exchange.quiescing { head.set("Connection", "close") }
         machine.responseHeadForwarded()
         call.perTryTimer?.cancel()
         client.write(.head(head))

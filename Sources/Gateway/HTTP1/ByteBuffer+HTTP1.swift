@@ -53,9 +53,7 @@ extension ByteBuffer {
     /// whether `headers` hold a Content-Length and a Connection field,
     /// noted while measuring them.
     mutating func writeStatusLine(_ status: HTTPResponseStatus, headers: HeaderList) -> (length: Bool, connection: Bool) {
-        let code = Int(status.code), reason = status.reasonPhrase
-        // "HTTP/1.1 " + 3 digits + " " + reason + "\r\n".
-        var size = reason.utf8.count + 15
+        var size = Self.statusLineSize(status)
         var has = (length: false, connection: false)
         headers.withFields { fields in
             for i in fields.indices {
@@ -68,18 +66,34 @@ extension ByteBuffer {
         }
         writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
             var out = RawWriter(raw)
-            out.put("HTTP/1.1 ")
-            out.put(UInt8.zero + UInt8(code / 100 % 10))
-            out.put(UInt8.zero + UInt8(code / 10 % 10))
-            out.put(UInt8.zero + UInt8(code % 10))
-            out.put(" ")
-            out.put(reason)
-            out.put("\r\n")
+            out.putStatusLine(status)
             headers.withFields { fields in for i in fields.indices { out.putField(fields[i].name, fields[i].value) } }
             return out.at
         }
         return has
     }
+
+    /// The same for fields still as an upstream sent them: their lines
+    /// copied, the forwarding's edits made.
+    mutating func writeStatusLine(_ status: HTTPResponseStatus, received: ReceivedFields) -> (length: Bool, connection: Bool) {
+        var has = (length: false, connection: false)
+        writeWithUnsafeMutableBytes(minimumWritableBytes: Self.statusLineSize(status) + received.maxWrittenSize) { raw in
+            var out = RawWriter(raw)
+            out.putStatusLine(status)
+            has = received.write(to: &out)
+            return out.at
+        }
+        return has
+    }
+
+    /// A response head's status line and fields, whichever form they are in.
+    mutating func writeStatusLine(_ head: ResponseHead) -> (length: Bool, connection: Bool) {
+        if let received = head.received { return writeStatusLine(head.status, received: received) }
+        return writeStatusLine(head.status, headers: head.headers)
+    }
+
+    /// "HTTP/1.1 " + 3 digits + " " + reason + "\r\n".
+    static func statusLineSize(_ status: HTTPResponseStatus) -> Int { status.reasonPhrase.utf8.count + 15 }
 
     /// A chunk's size line (RFC 9112 section 7.1).
     mutating func writeChunkSize(_ size: Int) {
@@ -96,6 +110,19 @@ extension ByteBuffer {
             var incoming = incoming
             writeBuffer(&incoming)
         }
+    }
+}
+
+extension RawWriter {
+    mutating func putStatusLine(_ status: HTTPResponseStatus) {
+        let code = Int(status.code)
+        put("HTTP/1.1 ")
+        put(UInt8.zero + UInt8(code / 100 % 10))
+        put(UInt8.zero + UInt8(code / 10 % 10))
+        put(UInt8.zero + UInt8(code % 10))
+        put(" ")
+        put(status.reasonPhrase)
+        put("\r\n")
     }
 }
 

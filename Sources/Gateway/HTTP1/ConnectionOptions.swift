@@ -7,6 +7,8 @@ import Rewriter
 struct ConnectionOptions {
     var close = false
     var keepAlive = false
+    /// A token other than those two: it names a field that is hop-by-hop too.
+    var namesFields = false
 
     /// Reads one `Connection` field value (`close, X-Foo`), without the
     /// arrays NIO's `isKeepAlive` builds, over the value's bytes in place
@@ -17,6 +19,11 @@ struct ConnectionOptions {
         value.withUTF8 { read(bytes: $0) }
     }
 
+    /// The same over a value's bytes where they were read.
+    mutating func read(bytes: UnsafeRawBufferPointer) {
+        read(bytes: UnsafeBufferPointer(start: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count: bytes.count))
+    }
+
     private mutating func read(bytes: UnsafeBufferPointer<UInt8>) {
         var i = 0
         while i < bytes.count {
@@ -24,8 +31,13 @@ struct ConnectionOptions {
             let start = i
             while i < bytes.count, bytes[i] != UInt8(ascii: ","), bytes[i] != .space, bytes[i] != .tab { i += 1 }
             let word = UnsafeBufferPointer(rebasing: bytes[start..<i])
-            if Self.equalsLowercased(word, "close") { close = true }
-            if Self.equalsLowercased(word, "keep-alive") { keepAlive = true }
+            if Self.equalsLowercased(word, "close") {
+                close = true
+            } else if Self.equalsLowercased(word, "keep-alive") {
+                keepAlive = true
+            } else if !word.isEmpty {
+                namesFields = true
+            }
             while i < bytes.count, bytes[i] != UInt8(ascii: ",") { i += 1 }
             i += 1
         }

@@ -97,7 +97,7 @@ struct HTTP1RequestDecoder {
     }
 
     /// One Content-Length value's items into `length`; what is wrong with them, if anything.
-    private static func readLength(_ bytes: UnsafeBufferPointer<UInt8>, into length: inout Int?) -> HTTP1ParseError? {
+    static func readLength(_ bytes: UnsafeBufferPointer<UInt8>, into length: inout Int?) -> HTTP1ParseError? {
         var i = 0
         while true {
             var item = 0, digits = 0
@@ -114,5 +114,9 @@ struct HTTP1RequestDecoder {
             if i == bytes.count { return nil }
             i += 1
         }
+    }
+
+    static func readLength(_ bytes: UnsafeRawBufferPointer, into length: inout Int?) -> HTTP1ParseError? {
+        readLength(UnsafeBufferPointer(start: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count: bytes.count), into: &length)
     }
 }

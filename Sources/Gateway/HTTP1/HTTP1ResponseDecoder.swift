@@ -34,20 +34,23 @@ struct HTTP1ResponseDecoder {
             return part
         }
         guard let length = try head.headLength(in: buffer) else { return nil }
-        let (responseHead, fields) = try buffer.withUnsafeReadableBytes { bytes throws(HTTP1ParseError) in
+        let (version, code, fields) = try buffer.withUnsafeReadableBytes { bytes throws(HTTP1ParseError) in
             try Self.parse(UnsafeRawBufferPointer(rebasing: bytes[0..<length]))
         }
+        // The field lines stay bytes (a slice of what was read, no copy) until something reads them.
+        let received = ReceivedFields(bytes: buffer.getSlice(at: buffer.readerIndex + fields.range.lowerBound, length: fields.range.count)!,
+                                      lines: fields.lines, connectionNamesFields: fields.key.connection.namesFields)
+        let responseHead = ResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), received: received)
         buffer.moveReaderIndex(forwardBy: length)
-        let code = responseHead.status.code
         // An interim answer (1xx but 101): the final one follows, its own head and body.
         if code < 200 && code != 101 { return .head(responseHead) }
-        if !fields.connection.keepsAlive(version: responseHead.version) { mustClose = true }
+        if !fields.key.connection.keepsAlive(version: version) { mustClose = true }
         if code == 101 || code == 204 || code == 304 || requestIsHEAD {
             // 101: the connection becomes a tunnel, never reused for HTTP.
             if code == 101 { mustClose = true }
             body = HTTP1BodyReader(.length(0))
         } else {
-            body = HTTP1BodyReader(try framing(responseHead.headers, fields))
+            body = HTTP1BodyReader(framing(fields))
         }
         return .head(responseHead)
     }
@@ -60,24 +63,74 @@ struct HTTP1ResponseDecoder {
         return try reader.inputClosed() ? .end(nil) : nil
     }
 
-    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (ResponseHead, HTTP1HeadReader.KeyFields) {
+    /// What the decoder reads from a head's fields, in one pass over their bytes.
+    struct Fields {
+        var key = HTTP1HeadReader.KeyFields()
+        /// The Content-Length, every copy the same.
+        var length: Int?
+        /// The last transfer coding named (of all Transfer-Encoding fields) is chunked.
+        var chunkedLast = false
+        /// Where the field lines are in the head, and how many.
+        var range = 0..<0
+        var lines = 0
+    }
+
+    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (HTTPVersion, Int, Fields) {
         var lines = HTTP1HeadReader.Lines(bytes: bytes, bareLF: true)
         guard let first = try lines.next() else { throw .malformed("no status line") }
         let (version, code) = try HTTP1HeadReader.statusLine(bytes, first)
-        let (headers, fields) = try HTTP1HeadReader.fields(bytes, &lines)
-        return (ResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), headers: headers), fields)
+        var fields = Fields()
+        let start = lines.position
+        while true {
+            // `headLength` found the blank line that ends the head.
+            guard let line = try lines.next() else { throw .malformed("the head has no end") }
+            guard !line.isEmpty else {
+                fields.range = start..<line.lowerBound
+                break
+            }
+            let (name, value) = try HTTP1HeadReader.fieldBounds(bytes, line)
+            fields.lines += 1
+            let nameBytes = UnsafeRawBufferPointer(rebasing: bytes[name]), valueBytes = UnsafeRawBufferPointer(rebasing: bytes[value])
+            switch name.count {
+            case 14 where nameBytes.isName("content-length"):
+                fields.key.length = true
+                if let error = HTTP1RequestDecoder.readLength(valueBytes, into: &fields.length) { throw error }
+            case 17 where nameBytes.isName("transfer-encoding"):
+                fields.key.coding = true
+                if let last = Self.lastItem(valueBytes) { fields.chunkedLast = last.isName("chunked") }
+            case 10 where nameBytes.isName("connection"):
+                fields.key.connection.read(bytes: valueBytes)
+            default:
+                break
+            }
+        }
+        return (version, code, fields)
     }
 
-    private mutating func framing(_ headers: HeaderList, _ fields: HTTP1HeadReader.KeyFields) throws(HTTP1ParseError) -> HTTP1BodyReader.Framing {
-        let length = fields.length ? try HTTP1RequestDecoder.contentLength(headers) : nil
-        guard fields.coding else {
-            if let length { return .length(length) }
+    /// The last item of a comma-separated list (RFC 9110 section 5.6.1),
+    /// whitespace around it dropped; nil when it has none.
+    private static func lastItem(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        var end = bytes.count
+        while end > 0 {
+            while end > 0, bytes[end - 1] == .space || bytes[end - 1] == .tab || bytes[end - 1] == UInt8(ascii: ",") { end -= 1 }
+            var start = end
+            while start > 0, bytes[start - 1] != UInt8(ascii: ",") { start -= 1 }
+            var first = start
+            while first < end, bytes[first] == .space || bytes[first] == .tab { first += 1 }
+            if first < end { return UnsafeRawBufferPointer(rebasing: bytes[first..<end]) }
+            end = start
+        }
+        return nil
+    }
+
+    private mutating func framing(_ fields: Fields) -> HTTP1BodyReader.Framing {
+        guard fields.key.coding else {
+            if let length = fields.length { return .length(length) }
             mustClose = true
             return .untilClose
         }
-        if length != nil { mustClose = true }
-        let last = headers.listItems("Transfer-Encoding").last
-        if let last, last.utf8.elementsEqual("chunked".utf8, by: { $0 | 0x20 == $1 }) { return .chunked }
+        if fields.length != nil { mustClose = true }
+        if fields.chunkedLast { return .chunked }
         mustClose = true
         return .untilClose
     }

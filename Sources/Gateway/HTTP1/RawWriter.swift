@@ -59,6 +59,13 @@ struct RawWriter {
         putPair(.cr, .lf)
     }
 
+    mutating func putField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        put(name)
+        putPair(.colon, .space)
+        put(value)
+        putPair(.cr, .lf)
+    }
+
     /// Two bytes in one store: a field's `: ` and `\r\n` went through
     /// `memcpy` as static strings, a call each.
     private mutating func putPair(_ first: UInt8, _ second: UInt8) {

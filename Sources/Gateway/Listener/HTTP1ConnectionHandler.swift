@@ -214,7 +214,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
 
     private func writeHead(_ head: ResponseHead) {
         var buffer = outBuffer()
-        let (hasLength, hasConnection) = buffer.writeStatusLine(head.status, headers: head.headers)
+        let (hasLength, hasConnection) = buffer.writeStatusLine(head)
         let code = head.status.code
         if code < 200 {
             // Interim (100 Continue): the real answer follows.

@@ -155,8 +155,9 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
         return zip(a.utf8, b.utf8).allSatisfy(sameLetter)
     }
 
-    @usableFromInline
-    static func sameLetter(_ x: UInt8, _ y: UInt8) -> Bool {
+    /// Equal bytes, or the two cases of one ASCII letter.
+    @inlinable
+    public static func sameLetter(_ x: UInt8, _ y: UInt8) -> Bool {
         x == y || (x | 0x20 == y | 0x20 && (x | 0x20) &- 0x61 < 26)
     }
 
