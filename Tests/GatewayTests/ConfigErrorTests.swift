@@ -1,3 +1,4 @@
+import Rewriter
 import Testing
 @testable import Gateway
 
@@ -111,6 +112,14 @@ import Testing
             "t.yaml:2:45: routes[0].timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '300000000000000000000000000ms'",
         ])
         #expect(DurationParser.parse("8759h59m60s") == .seconds(365 * 24 * 3600))
+        // What the timers are set with: whole nanoseconds, as the components say.
+        var random = SplitMix64(seed: 9)
+        for _ in 0..<10000 {
+            let duration = Duration(secondsComponent: Int64(random.next() % 63_072_000) - 31_536_000,
+                                    attosecondsComponent: Int64(random.next() % 1_000_000_000_000_000_000))
+            let (seconds, attoseconds) = duration.components
+            #expect(duration.nanosecondCount == seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        }
     }
 
     @Test func interpolationFromEnvironmentAndEscapes() throws {
