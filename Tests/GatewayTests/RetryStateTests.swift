@@ -13,7 +13,7 @@ import Testing
         return (route.retry, route.validate)
     }
 
-    func state(_ yaml: String, method: String = "GET", replayable: Bool = true, deadline: Duration? = nil) throws -> RetryState<ContinuousClock> {
+    func state(_ yaml: String, method: String = "GET", replayable: Bool = true, deadline: Duration? = nil) throws -> RetryState<ContinuousClock.Instant> {
         let (retry, validate) = try policy(yaml)
         return RetryState(policy: retry, validators: validate, method: method, replayable: replayable, deadline: deadline.map { t0 + $0 })
     }

@@ -5,12 +5,12 @@ import Rewriter
 /// The validator chain and retry policy walked for each try: per-try
 /// timeouts, decisions, drained refusals, credential refresh, try log lines.
 extension ProxyHandler {
-    func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<ContinuousClock>? {
+    func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<LoopInstant>? {
         let config = route.config
         guard config.retry != nil || !config.validate.isEmpty || !shared.validators.isEmpty else { return nil }
         route.retryBudget?.callStarted()
         return RetryState(policy: config.retry, validators: config.validate, custom: shared.validators, route: config.name,
-                          method: method, replayable: replayable, deadline: .now + (config.timeout ?? Self.defaultTimeout))
+                          method: method, replayable: replayable, deadline: loopNow.advanced(by: config.timeout ?? Self.defaultTimeout))
     }
 
     /// Consults the call's retry state for one try's outcome; returns true when
@@ -20,7 +20,7 @@ extension ProxyHandler {
     func decide(_ outcome: TryOutcome, upstreamStatus: Int?, responseComplete: Bool = false) -> Bool {
         guard let call, var retry = call.retry else { return false }
         if responseComplete { call.connection = nil }
-        let action = retry.tryFinished(outcome, now: .now, random: &random)
+        let action = retry.tryFinished(outcome, now: loopNow, random: &random)
         call.retry = retry
         self.call = call
         var decided = action
@@ -62,7 +62,7 @@ extension ProxyHandler {
     /// What a judged answer means for its endpoint: refused by a validator
     /// (`fail` or `retry`), a 5xx, or fine. A credential refresh says
     /// nothing about the endpoint.
-    static func outlierFailure(status: Int, _ action: RetryState<ContinuousClock>.Action, by decidedBy: String?) -> OutlierConfig.Failure? {
+    static func outlierFailure(status: Int, _ action: RetryState<LoopInstant>.Action, by decidedBy: String?) -> OutlierConfig.Failure? {
         switch action {
         case .refreshThenRetry: return nil
         case .fail, .retry, .giveUp:
@@ -141,7 +141,7 @@ extension ProxyHandler {
 
     /// One line per try on routes with a validator chain or retries: the try's
     /// outcome, what decided, and what happens next.
-    func logTry(_ outcome: TryOutcome, _ action: RetryState<ContinuousClock>.Action, _ retry: RetryState<ContinuousClock>?) {
+    func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action, _ retry: RetryState<LoopInstant>?) {
         let metrics = routeMetrics ?? shared.metrics.unrouted
         let result: String
         switch outcome {

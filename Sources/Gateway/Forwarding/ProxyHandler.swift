@@ -68,7 +68,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         var connection: (any UpstreamConnection)?
         /// The route's validators and retry policy walked for this call (nil:
         /// the route has neither).
-        var retry: RetryState<ContinuousClock>?
+        var retry: RetryState<LoopInstant>?
         /// A response held back whole because a validator reads its body.
         var heldHead: ResponseHead?
         var heldBody: [UInt8] = []
@@ -99,7 +99,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
 
         init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String,
-             retry: RetryState<ContinuousClock>?, streams: Bool) {
+             retry: RetryState<LoopInstant>?, streams: Bool) {
             self.requestHead = requestHead
             keepAlive = requestHead.keepsAlive
             self.request = request

@@ -2,9 +2,12 @@ import Rewriter
 
 /// One call's walk through its route's validator chain and retry policy,
 /// written as a state machine with explicit events and actions (AHC's shape),
-/// generic over a clock so it is tested without I/O or real time. The
-/// policy is the route's, immutable; this state is the call's own.
-public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
+/// generic over its instants so it is tested without I/O or real time. The
+/// gateway runs it on the event loop's `LoopInstant`: a resilient instant
+/// (ContinuousClock's) left its layout to the runtime, and every copy of a
+/// call's state went through value witnesses. The policy is the route's,
+/// immutable; this state is the call's own.
+public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where Instant.Duration == Duration {
     public enum Action: Sendable, Equatable {
         /// Hand this try's answer to the client.
         case accept
@@ -24,7 +27,7 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
     /// The embedder's validators, after the configured ones.
     public let custom: [any ResponseValidator]
     private let route: String
-    public let deadline: C.Instant?
+    public let deadline: Instant?
     /// The request's body is buffered, so it can be replayed byte for byte.
     public let replayable: Bool
     private let methodAllowed: Bool
@@ -35,7 +38,7 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
 
     public init(
         policy: RetryPolicy?, validators: [ValidatorSpec], custom: [any ResponseValidator] = [], route: String = "",
-        method: String, replayable: Bool, deadline: C.Instant?
+        method: String, replayable: Bool, deadline: Instant?
     ) {
         self.policy = policy
         self.validators = validators
@@ -50,7 +53,7 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
     /// only for a `Retry-After` date, when not given; for a
     /// `Retry-After` date): what happens next.
     public mutating func tryFinished(
-        _ outcome: TryOutcome, now: C.Instant, unixTime: Int64? = nil, random: inout some RandomNumberGenerator
+        _ outcome: TryOutcome, now: Instant, unixTime: Int64? = nil, random: inout some RandomNumberGenerator
     ) -> Action {
         tries += 1
         decidedBy = nil
@@ -101,7 +104,7 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
     }
 
     private func retryIfAllowed(
-        reason: String, outcome: TryOutcome, now: C.Instant, unixTime: Int64?, random: inout some RandomNumberGenerator
+        reason: String, outcome: TryOutcome, now: Instant, unixTime: Int64?, random: inout some RandomNumberGenerator
     ) -> Action {
         guard let policy else { return .giveUp(reason: "\(reason): no retry policy") }
         var delay = policy.backoff.delay(forRetry: tries, random: &random)
@@ -120,7 +123,7 @@ public struct RetryState<C: Clock>: Sendable where C.Duration == Duration {
     /// Why no further try may start (nil: it may): attempts remain, the
     /// method may be retried, the body can be replayed, and the deadline
     /// leaves room for the wait and (when bounded) the try.
-    private func refusal(now: C.Instant, delay: Duration) -> String? {
+    private func refusal(now: Instant, delay: Duration) -> String? {
         guard let policy else { return "no retry policy" }
         if tries >= policy.attempts { return "attempts spent" }
         if !methodAllowed { return "method not in retry.methods" }
