@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import Rewriter
 import Testing
 @testable import Gateway
 
@@ -92,6 +93,21 @@ import Testing
                     #expect(values[name] == text, "\(format) \(name)")
                 }
             }
+        }
+    }
+
+    /// The eight-bytes-at-a-time check says what a byte loop says, for
+    /// values of every length up to 40 made of the bytes around each it
+    /// looks for (checked to fail with `=` left out of the word test).
+    @Test func quietCheckAgreesWithTheByteLoop() {
+        var random = SplitMix64(seed: 0x71_7569_6574)
+        let bytes: [UInt8] = [0, 9, 10, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x3C, 0x3D, 0x3E, 0x5B, 0x5C, 0x5D, 0x7E, 0x7F, 0x80, 0xA2, 0xBD, 0xDC, 0xFF]
+        for _ in 0..<20000 {
+            let value = (0..<Int(random.next() % 41)).map { _ in
+                random.next() % 4 == 0 ? bytes[Int(random.next() % UInt64(bytes.count))] : 97
+            }
+            let expected = !value.contains { $0 <= 0x20 || $0 == 0x22 || $0 == 0x3D || $0 == 0x5C || $0 == 0x7F }
+            value.withUnsafeBufferPointer { #expect(AccessLine.isQuiet($0) == expected, "\(value)") }
         }
     }
 

@@ -29,11 +29,14 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     static let maxHeadBytes = 80 * 1024
 
     let endpoint: Endpoint
+    /// Its pool's place for its endpoint, where it idles between calls.
+    let slot: UpstreamPool.Slot
 
-    init(channel: Channel, upstream: String, endpoint: Endpoint) {
+    init(channel: Channel, upstream: String, endpoint: Endpoint, slot: UpstreamPool.Slot) {
         self.channel = channel
         self.upstream = upstream
         self.endpoint = endpoint
+        self.slot = slot
     }
 
     private func write(_ buffer: ByteBuffer, flush: Bool = false) {

@@ -14,9 +14,10 @@ final class UpstreamPool: @unchecked Sendable {
     let eventLoop: EventLoop
     private let upstreams: [String: UpstreamConfig]
     private let tlsContexts: [String: NIOSSLContext]
-    /// Per upstream and endpoint, made at start: each call only looks one up
-    /// (mutating dictionary values in place cost allocations on every call).
-    private let slots: [String: [Slot]]
+    /// Per endpoint (by identity: hashing an upstream's name was ~300
+    /// instructions a lookup), made at start: a call only looks one up, and
+    /// a connection keeps its own.
+    private let slots: [ObjectIdentifier: Slot]
     /// Endpoint health and circuit-breaker counts, shared with the other loops.
     let states: [String: UpstreamState]
     /// HTTP/2 upstreams: one multiplexed connection per endpoint per loop
@@ -35,9 +36,11 @@ final class UpstreamPool: @unchecked Sendable {
         self.eventLoop = eventLoop
         self.states = states
         self.upstreams = Dictionary(uniqueKeysWithValues: upstreams.map { ($0.name, $0) })
-        slots = Dictionary(uniqueKeysWithValues: upstreams.map { upstream in
+        slots = Dictionary(uniqueKeysWithValues: upstreams.flatMap { upstream in
             let limit = max(1, upstream.maxConnections / max(1, loops) / max(1, upstream.endpoints.count))
-            return (upstream.name, upstream.endpoints.map { _ in Slot(limit: limit, idleTimeout: upstream.idleTimeout.timeAmount) })
+            return (states[upstream.name]?.endpoints ?? []).map {
+                (ObjectIdentifier($0), Slot(limit: limit, idleTimeout: upstream.idleTimeout.timeAmount))
+            }
         })
     }
 
@@ -46,8 +49,8 @@ final class UpstreamPool: @unchecked Sendable {
     typealias Waiter = (Result<any UpstreamConnection, any Error>) -> Bool
     typealias WaiterID = PoolStateMachine<HTTP1UpstreamConnection, Waiter>.WaiterID
 
-    /// One upstream's connections on this loop: its share of `max_connections`.
-    private final class Slot {
+    /// One endpoint's connections on this loop: its share of `max_connections`.
+    final class Slot {
         var state: PoolStateMachine<HTTP1UpstreamConnection, Waiter>
         let idleTimeout: TimeAmount
         /// One sweep at a time closes connections idle past `idleTimeout`.
@@ -61,7 +64,7 @@ final class UpstreamPool: @unchecked Sendable {
     /// An idle kept-alive connection to `endpoint`, when there is one.
     func takeIdle(_ endpoint: Endpoint, now: NIODeadline) -> HTTP1UpstreamConnection? {
         eventLoop.assertInEventLoop()
-        guard let slot = slots[endpoint.upstream.name]?[endpoint.index] else { return nil }
+        guard let slot = slots[ObjectIdentifier(endpoint)] else { return nil }
         var stale: [HTTP1UpstreamConnection] = []
         let connection = slot.state.takeIdle(now: now, idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
         for connection in stale { connection.channel.close(promise: nil) }
@@ -87,7 +90,7 @@ final class UpstreamPool: @unchecked Sendable {
             }
             return .waiting(nil)
         }
-        let slot = slots[upstream.name]![endpoint.index]
+        let slot = slots[ObjectIdentifier(endpoint)]!
         var stale: [HTTP1UpstreamConnection] = []
         let action = slot.state.acquire(waiter, now: .now(), idleTimeout: slot.idleTimeout, stale: &stale) { $0.channel.isActive }
         for connection in stale { connection.channel.close(promise: nil) }
@@ -105,7 +108,7 @@ final class UpstreamPool: @unchecked Sendable {
     /// The call that waited ended: it leaves the queue.
     func cancel(_ id: WaiterID, endpoint: Endpoint) {
         eventLoop.assertInEventLoop()
-        slots[endpoint.upstream.name]?[endpoint.index].state.cancel(id)
+        slots[ObjectIdentifier(endpoint)]?.state.cancel(id)
     }
 
     /// The upstream's multiplexed connection on this loop, made when there is
@@ -175,13 +178,13 @@ final class UpstreamPool: @unchecked Sendable {
     /// Opens a connection to `endpoint` (already counted as open) for `waiter`.
     private func connect(_ upstream: UpstreamConfig, endpoint: Endpoint, for waiter: @escaping Waiter) {
         let name = upstream.name
-        let slot = slots[name]![endpoint.index]
+        let slot = slots[ObjectIdentifier(endpoint)]!
         // Requests are written as bytes, checked where they are built (config
         // at load, modifiers' output in ProxyHandler), not again per write.
         connectChannel(upstream, url: endpoint.url) { _ in }
             .assumeIsolated()
             .flatMapThrowing { channel in
-                let connection = HTTP1UpstreamConnection(channel: channel, upstream: name, endpoint: endpoint)
+                let connection = HTTP1UpstreamConnection(channel: channel, upstream: name, endpoint: endpoint, slot: slot)
                 connection.pool = self
                 try channel.pipeline.syncOperations.addHandler(HTTP1UpstreamHandler(connection: connection))
                 return connection
@@ -200,7 +203,7 @@ final class UpstreamPool: @unchecked Sendable {
     /// A connection finished its exchange: the next live waiter takes it, or it idles.
     func release(_ connection: HTTP1UpstreamConnection) {
         eventLoop.assertInEventLoop()
-        let slot = slots[connection.upstream]![connection.endpoint.index]
+        let slot = connection.slot
         // A loop, not recursion: a waiter that declines passes it to the next.
         while true {
             switch slot.state.release(connection, now: .now()) {
@@ -230,7 +233,7 @@ final class UpstreamPool: @unchecked Sendable {
     /// sessions (whose streams cannot be counted from here) after `grace`.
     func retire(grace: TimeAmount) {
         eventLoop.assertInEventLoop()
-        for slot in slots.values.joined() {
+        for slot in slots.values {
             for connection in slot.state.retire() { connection.channel.close(promise: nil) }
         }
         let sessions = Array(sessionChannels.values)
@@ -239,7 +242,7 @@ final class UpstreamPool: @unchecked Sendable {
 
     func closed(_ connection: HTTP1UpstreamConnection) {
         eventLoop.assertInEventLoop()
-        let slot = slots[connection.upstream]![connection.endpoint.index]
+        let slot = connection.slot
         // A waiter can now open a connection of its own.
         guard let waiter = slot.state.closed(connection) else { return }
         if let upstream = upstreams[connection.upstream] { connect(upstream, endpoint: connection.endpoint, for: waiter) }
