@@ -32,6 +32,17 @@ struct RawWriter {
         put(UnsafeRawBufferPointer(start: string.utf8Start, count: string.utf8CodeUnitCount))
     }
 
+    /// `literal` between two bytes, with one room check: an access line's
+    /// ` key=`, where three checked copies were ~120 instructions a key.
+    mutating func put(_ before: UInt8, _ literal: StaticString, _ after: UInt8) {
+        let count = literal.utf8CodeUnitCount
+        ensure(count + 2)
+        raw[at] = before
+        (raw.baseAddress! + at + 1).copyMemory(from: literal.utf8Start, byteCount: count)
+        raw[at + count + 1] = after
+        at += count + 2
+    }
+
     mutating func put(_ bytes: [UInt8]) { bytes.withUnsafeBytes { put($0) } }
 
     mutating func put(_ string: String) {

@@ -137,9 +137,7 @@ struct AccessLine: ~Copyable {
             out.put(key)
             out.put("\":")
         case .text, .logfmt:
-            out.put(UInt8(ascii: " "))
-            out.put(key)
-            out.put(UInt8(ascii: "="))
+            out.put(UInt8(ascii: " "), key, UInt8(ascii: "="))
         }
     }
 
