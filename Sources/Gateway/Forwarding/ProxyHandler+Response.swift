@@ -34,10 +34,9 @@ extension ProxyHandler {
     func acquire(_ token: CallMachine.Token) {
         applyCredentials()
         guard let call else { return }
-        let pool = shared.pools.pool(for: client.eventLoop)
         // The upstream's config is read in place: a copy would retain all of it.
         let route = call.route
-        guard let state = pool.states[route.upstream.name] else {
+        guard let state = shared.routeUpstreams[route.index] else {
             return upstreamFailed(.unsupported("echo is answered in process"), progress: .unsent)
         }
         if let limit = route.upstream.maxRequests, state.inFlight.load(ordering: .relaxed) >= limit {

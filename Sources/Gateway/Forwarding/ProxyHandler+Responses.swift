@@ -77,10 +77,10 @@ extension ProxyHandler {
         guard exchange.logOnce() else { return }
         let now = now
         (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start, now: now)
-        guard let accessLog = shared.accessLog else { return }
+        guard let accessLog = shared.accessLog, let accessLogBuffer else { return }
         // The exchange's one line takes its entry over: a copy would retain each of its strings.
         var entry = AccessLog.Entry(start: log.start)
         swap(&entry, &log)
-        accessLog.record(entry, status: status, outcome: outcome, on: client.eventLoop, now: now)
+        accessLog.record(entry, status: status, outcome: outcome, into: accessLogBuffer, now: now)
     }
 }

@@ -92,7 +92,6 @@ extension ProxyHandler {
         let refresher = call.route.refreshers[index]
         let metrics = call.route.metrics
         let start = refresher.refresh(after: call.credentials[index], on: client.eventLoop) {
-            let pool = shared.pools.pool(for: client.eventLoop)
             let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
             return pool.exchange(spec.request(to: refresher.upstream), upstream: refresher.upstream, timeout: timeout,
                                  maxBodyBytes: shared.config.limits.maxRefreshBodyBytes)

@@ -8,6 +8,9 @@ final class ListenerContext: Sendable {
     let config: GatewayConfig
     let router: Router
     let pools: UpstreamPools
+    /// Each route's upstream state (nil: the echo upstream), by `Route.index`:
+    /// a call finds it without hashing the upstream's name.
+    let routeUpstreams: [UpstreamState?]
     let modifiers: [any RequestModifier]
     let validators: [any ResponseValidator]
     /// An embedder's validator reads response bodies: every route holds them.
@@ -32,6 +35,7 @@ final class ListenerContext: Sendable {
         self.config = config
         self.router = router
         self.pools = pools
+        routeUpstreams = router.routes.map { pools.states[$0.upstream.name] }
         self.modifiers = modifiers
         self.accessLog = accessLog
         self.logger = logger

@@ -50,18 +50,18 @@ final class AccessLog: Sendable {
     private let buffers: [ObjectIdentifier: Buffer]
 
     /// One event loop's lines not yet written; touched on that loop only.
-    private final class Buffer: @unchecked Sendable {
-        let eventLoop: EventLoop
-        var bytes = Buffer.empty()
-        var clock = AccessLine.Clock()
-        var flushScheduled = false
+    final class Buffer: @unchecked Sendable {
+        fileprivate let eventLoop: EventLoop
+        fileprivate var bytes = Buffer.empty()
+        fileprivate var clock = AccessLine.Clock()
+        fileprivate var flushScheduled = false
 
-        init(eventLoop: EventLoop) { self.eventLoop = eventLoop }
+        fileprivate init(eventLoop: EventLoop) { self.eventLoop = eventLoop }
 
         private static func empty() -> ByteBuffer { ByteBufferAllocator().buffer(capacity: AccessLog.flushBytes + 8192) }
 
         /// Empty, at its usual size again after a huge line grew it.
-        func fresh() {
+        fileprivate func fresh() {
             if bytes.capacity > 4 * AccessLog.flushBytes { bytes = Self.empty() } else { bytes.clear() }
         }
     }
@@ -74,9 +74,11 @@ final class AccessLog: Sendable {
         self.buffers = buffers
     }
 
-    /// On `eventLoop`, the one the call ran on.
-    func record(_ entry: Entry, status: Int, outcome: String, on eventLoop: EventLoop, now: NIODeadline) {
-        let buffer = buffers[ObjectIdentifier(eventLoop)]!
+    /// `eventLoop`'s buffer: the one its calls' lines go to.
+    func buffer(for eventLoop: EventLoop) -> Buffer { buffers[ObjectIdentifier(eventLoop)]! }
+
+    /// On `buffer`'s event loop, the one the call ran on.
+    func record(_ entry: Entry, status: Int, outcome: String, into buffer: Buffer, now: NIODeadline) {
         buffer.bytes.writeWithUnsafeMutableBytes(minimumWritableBytes: AccessLine.room(textBytes: entry.textBytes + outcome.utf8.count)) {
             var line = AccessLine(format, into: $0, clock: &buffer.clock, now: now)
             line.field("client", entry.client)

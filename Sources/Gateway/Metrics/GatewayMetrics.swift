@@ -39,8 +39,13 @@ final class RouteMetrics: Sendable {
     /// Nil for calls no route matched: they try no upstream.
     let tries: Counter?
     private let duration: Timer
-    /// By method and status class (`2xx`), made on first use.
-    private let calls: Mutex<[CallKey: Counter]> = Mutex([:])
+    /// By method and status class (`2xx`), made on first use. The common
+    /// methods' counters sit in fixed slots, read with one atomic load (not
+    /// `AtomicLazyReference`, whose `load` is not inlinable: its generic
+    /// metadata was looked up per call, ~300 instructions); other methods
+    /// and classes go to `otherCalls`.
+    private let calls: InlineArray<35, Atomic<Unmanaged<Counter>?>> = InlineArray { _ in Atomic(nil) }
+    private let otherCalls: Mutex<[CallKey: Counter]> = Mutex([:])
     /// Retries by reason, validator outcomes, refreshes by result.
     private let events: Mutex<[EventKey: Counter]> = Mutex([:])
 
@@ -65,14 +70,50 @@ final class RouteMetrics: Sendable {
 
     func callEnded(method: String, status: Int, started: NIODeadline, now: NIODeadline) {
         duration.recordNanoseconds((now - started).nanoseconds)
-        let key = CallKey(method: method, statusClass: status / 100)
-        calls.withLock { counters in
-            if let counter = counters[key] { return counter }
-            let counter = Counter(label: "gatewayd_requests_total",
-                                  dimensions: [("route", route), ("method", method), ("status_class", "\(key.statusClass)xx")], factory: factory)
-            counters[key] = counter
-            return counter
-        }.increment()
+        let statusClass = status / 100
+        guard let methodSlot = Self.slot(method), (1...5).contains(statusClass) else {
+            let key = CallKey(method: method, statusClass: statusClass)
+            return otherCalls.withLock { counters in
+                if let counter = counters[key] { return counter }
+                let counter = callCounter(method: method, statusClass: statusClass)
+                counters[key] = counter
+                return counter
+            }.increment()
+        }
+        let slot = methodSlot * 5 + statusClass - 1
+        if let counter = calls[slot].load(ordering: .acquiring) { return counter.takeUnretainedValue().increment() }
+        let made = Unmanaged.passRetained(callCounter(method: Self.slotted[methodSlot], statusClass: statusClass))
+        let (stored, first) = calls[slot].compareExchange(expected: nil, desired: made, ordering: .acquiringAndReleasing)
+        if stored { return made.takeUnretainedValue().increment() }
+        // Another loop made it first: its counter is the one.
+        made.release()
+        guard let first else { return }
+        first.takeUnretainedValue().increment()
+    }
+
+    deinit {
+        for slot in calls.indices { calls[slot].load(ordering: .acquiring)?.release() }
+    }
+
+    /// The methods with slots, in slot order.
+    private static let slotted = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+
+    private static func slot(_ method: String) -> Int? {
+        switch method {
+        case "GET": 0
+        case "HEAD": 1
+        case "POST": 2
+        case "PUT": 3
+        case "DELETE": 4
+        case "PATCH": 5
+        case "OPTIONS": 6
+        default: nil
+        }
+    }
+
+    private func callCounter(method: String, statusClass: Int) -> Counter {
+        Counter(label: "gatewayd_requests_total", dimensions: [("route", route), ("method", method), ("status_class", "\(statusClass)xx")],
+                factory: factory)
     }
 
     func retried(reason: String) { event("gatewayd_retries_total", [("reason", reason)]) }

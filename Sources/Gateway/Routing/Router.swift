@@ -6,6 +6,8 @@ import Rewriter
 public final class Route: Sendable {
     public let config: RouteConfig
     public let upstream: UpstreamConfig
+    /// Its place in its router (what `ListenerContext.routeUpstreams` is indexed by).
+    let index: Int
     /// The built-in echo answers: no upstream connection.
     public let isEcho: Bool
     /// Nothing reads the request body (no rewrite, no body validator, not echo):
@@ -22,9 +24,10 @@ public final class Route: Sendable {
     /// The route's `rate_limit`, shared by every event loop.
     let rateLimiter: RateLimiter?
 
-    init(config: RouteConfig, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, metrics: GatewayMetrics,
+    init(config: RouteConfig, index: Int, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, metrics: GatewayMetrics,
          state: RouteStateRegistry) {
         self.config = config
+        self.index = index
         self.upstream = upstream
         isEcho = upstream.isEcho
         self.metrics = RouteMetrics(route: config.name, upstream: upstream.name, factory: metrics.factory)
@@ -61,9 +64,9 @@ public struct Router: Sendable {
     /// Routes take their runtime state from `state`, which outlives reloads.
     public init(config: GatewayConfig, metrics: GatewayMetrics = GatewayMetrics(factory: NOOPMetricsHandler.instance),
                 state: RouteStateRegistry = RouteStateRegistry()) {
-        routes = config.routes.map {
-            Route(config: $0, upstream: config.upstream(named: $0.upstream)!, upstreams: config.upstream(named:), metrics: metrics,
-                  state: state)
+        routes = config.routes.enumerated().map { index, route in
+            Route(config: route, index: index, upstream: config.upstream(named: route.upstream)!, upstreams: config.upstream(named:),
+                  metrics: metrics, state: state)
         }
         state.keep(only: routes)
     }
