@@ -6,8 +6,9 @@ import Rewriter
 /// timeouts, decisions, drained refusals, credential refresh, try log lines.
 extension ProxyHandler {
     func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<LoopInstant>? {
+        // Asked of the route first: a copy of its config was ~400 instructions a call.
+        guard route.judgesTries || !shared.validators.isEmpty else { return nil }
         let config = route.config
-        guard config.retry != nil || !config.validate.isEmpty || !shared.validators.isEmpty else { return nil }
         route.retryBudget?.callStarted()
         return RetryState(policy: config.retry, validators: config.validate, custom: shared.validators, route: config.name,
                           method: method, replayable: replayable, deadline: loopNow.advanced(by: config.timeout ?? Self.defaultTimeout))

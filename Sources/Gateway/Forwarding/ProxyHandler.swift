@@ -184,8 +184,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             exchange.requestEnded()
             if streaming != nil {
                 streamEnd()
-            } else if let head {
-                self.head = nil
+            } else if let head = head.take() {
                 handleBuffered(consume head)
             }
         }
@@ -214,7 +213,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func received(_ head: consuming RequestHead) {
         log.traceID = CallTrace.apply(&head.headers, config: shared.config.tracing, random: &random)
         let limits = shared.config.limits
-        let framing = client.framing(of: head)
+        let framing = client.requestFraming
         let hasBody = framing != .none && framing != .length(0)
         let length: Int? = if case .length(let length) = framing { length } else { nil }
         let match: Router.Match

@@ -10,6 +10,12 @@ struct HTTP1BodyReader {
         case length(Int)
         case chunked
         case untilClose
+
+        /// The length a `length` framing gives (0 for the others).
+        var length: Int {
+            if case .length(let length) = self { return length }
+            return 0
+        }
     }
 
     private enum State {

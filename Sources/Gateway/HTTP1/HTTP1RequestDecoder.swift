@@ -12,6 +12,16 @@ struct HTTP1RequestDecoder {
     private var head: HTTP1HeadReader
     private var body: HTTP1BodyReader?
 
+    /// What the last head read says of its body and connection, noted while
+    /// parsing it: the connection acts on these without a copy of the head.
+    struct HeadFacts {
+        var framing = RequestFraming.none
+        var isHEAD = false
+        var isHTTP10 = false
+        var keepsAlive = true
+    }
+    private(set) var lastHead = HeadFacts()
+
     init(maxHeadBytes: Int) { head = HTTP1HeadReader(limit: maxHeadBytes, bareLF: false) }
 
     /// Between requests: no part of one has been read.
@@ -35,22 +45,25 @@ struct HTTP1RequestDecoder {
             }
         }
         guard let length = try head.headLength(in: buffer) else { return nil }
-        let (requestHead, framing) = try buffer.withUnsafeReadableBytes { bytes throws(HTTP1ParseError) in
+        let (requestHead, framing, facts) = try buffer.withUnsafeReadableBytes { bytes throws(HTTP1ParseError) in
             try Self.parse(UnsafeRawBufferPointer(rebasing: bytes[0..<length]))
         }
         buffer.moveReaderIndex(forwardBy: length)
         body = HTTP1BodyReader(framing)
+        lastHead = facts
         return .head(requestHead)
     }
 
-    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (RequestHead, HTTP1BodyReader.Framing) {
+    private static func parse(_ bytes: UnsafeRawBufferPointer) throws(HTTP1ParseError) -> (RequestHead, HTTP1BodyReader.Framing, HeadFacts) {
         var lines = HTTP1HeadReader.Lines(bytes: bytes, bareLF: false)
         guard let first = try lines.next() else { throw .malformed("no request line") }
         let (method, target, version) = try HTTP1HeadReader.requestLine(bytes, first)
         let (headers, fields) = try HTTP1HeadReader.fields(bytes, &lines)
         try Self.checkHost(headers, fields, version: version)
         let framing = try Self.framing(headers, fields, version: version)
-        return (RequestHead(method: method, uri: target, version: version, headers: headers), framing)
+        let facts = HeadFacts(framing: framing == .chunked ? .streamed : fields.length ? .length(framing.length) : .none,
+                              isHEAD: method == .HEAD, isHTTP10: version.minor == 0, keepsAlive: fields.connection.keepsAlive(version: version))
+        return (RequestHead(method: method, uri: target, version: version, headers: headers), framing, facts)
     }
 
     /// RFC 9112 section 3.2: an HTTP/1.1 request has exactly one Host field,

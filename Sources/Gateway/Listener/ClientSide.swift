@@ -24,8 +24,8 @@ protocol ClientSide: AnyObject {
     func close()
     /// Pauses or resumes reading the request (backpressure for streamed bodies).
     func setReading(_ on: Bool)
-    /// How the body of the request whose head this is, is framed.
-    func framing(of head: RequestHead) -> RequestFraming
+    /// How the body of the request whose head was read last is framed.
+    var requestFraming: RequestFraming { get }
     /// Calls the proxy's `deadlinePassed()` at `when` or later (a
     /// connection's one LazyTimer serves its calls or streams).
     func wake(at when: NIODeadline)

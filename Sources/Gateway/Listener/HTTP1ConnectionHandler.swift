@@ -104,10 +104,12 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
                 return
             }
             guard let part else { break }
-            if case .head(let head) = part {
-                requestIsHEAD = head.method == .HEAD
-                requestIsHTTP10 = head.version.minor == 0
-                http10KeepAlive = requestIsHTTP10 && head.keepsAlive
+            // The decoder's notes: binding the head here copied it.
+            if case .head = part {
+                let facts = decoder.lastHead
+                requestIsHEAD = facts.isHEAD
+                requestIsHTTP10 = facts.isHTTP10
+                http10KeepAlive = facts.isHTTP10 && facts.keepsAlive
             }
             proxy.process(part)
         }
@@ -123,10 +125,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     func wake(at when: NIODeadline) { timer.wake(at: when, on: eventLoop, handler: self) }
 
     /// The decoder accepted the head's framing fields: chunked, one length, or none.
-    func framing(of head: RequestHead) -> RequestFraming {
-        if head.headers.contains("Transfer-Encoding") { return .streamed }
-        return (try? HTTP1RequestDecoder.contentLength(head.headers)).map { .length($0) } ?? .none
-    }
+    var requestFraming: RequestFraming { decoder.lastHead.framing }
 
     func handleScheduledCallback(eventLoop: some EventLoop) {
         timer.fired()

@@ -22,7 +22,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     private var request = HTTP2RequestHeadBuilder()
     /// The header block's size as RFC 7541 §4.1 counts it.
     private var headerBytes = 0
-    private var requestFraming = RequestFraming.none
+    private(set) var requestFraming = RequestFraming.none
     private var requestEnded = false
     private var reading = true
     /// Bytes received while not reading: consumed (the window reopened) on resume.
@@ -73,7 +73,6 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         Data((0..<16).map { _ in UInt8.random(in: 0 ... .max) }).base64EncodedString()
     }
 
-    func framing(of head: RequestHead) -> RequestFraming { requestFraming }
     func wake(at when: NIODeadline) { connection.wake(at: when) }
 
     /// Writable while what is queued fits in the windows the peer has

@@ -151,9 +151,14 @@ struct AccessLine: ~Copyable {
     /// logfmt's rule: quoted (with `\"`, `\\` and control characters escaped)
     /// when the value is empty or holds a space, `=`, a quote or a control character.
     private mutating func bareOrQuoted(_ value: String) {
-        let bare = value.utf8.withContiguousStorageIfAvailable { !$0.isEmpty && (Self.isQuiet($0) || Self.isBare($0)) }
-            ?? Self.isBare(Array(value.utf8))
-        guard !bare else { return out.put(value) }
+        // A bare value is copied from the bytes it was checked on: one pass into the string's storage.
+        let copied = value.utf8.withContiguousStorageIfAvailable { bytes in
+            guard !bytes.isEmpty, Self.isQuiet(bytes) || Self.isBare(bytes) else { return false }
+            out.put(UnsafeRawBufferPointer(bytes))
+            return true
+        }
+        if copied == true { return }
+        if copied == nil, Self.isBare(Array(value.utf8)) { return out.put(value) }
         out.put(UInt8(ascii: "\""))
         escaped(value)
         out.put(UInt8(ascii: "\""))
@@ -206,10 +211,14 @@ struct AccessLine: ~Copyable {
     /// `"` and `\` escaped, control characters as `\n`, `\r`, `\t` or `\u00XX`
     /// (valid in JSON and read back by logfmt parsers); other bytes as they are.
     private mutating func escaped(_ value: String) {
-        // Nothing to escape (the usual case): one copy.
-        if value.utf8.withContiguousStorageIfAvailable({ Self.isQuiet($0) || Self.isPlain($0) }) ?? Self.isPlain(Array(value.utf8)) {
-            return out.put(value)
+        // Nothing to escape (the usual case): one copy, from the bytes checked.
+        let copied = value.utf8.withContiguousStorageIfAvailable { bytes in
+            guard Self.isQuiet(bytes) || Self.isPlain(bytes) else { return false }
+            out.put(UnsafeRawBufferPointer(bytes))
+            return true
         }
+        if copied == true { return }
+        if copied == nil, Self.isPlain(Array(value.utf8)) { return out.put(value) }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.put(#"\""#)

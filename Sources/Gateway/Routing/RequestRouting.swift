@@ -14,11 +14,13 @@ enum RequestRouting {
     }
 
     static func route(_ head: inout RequestHead, limits: Limits, localAuthority: String, router: Router) -> Outcome {
-        if head.headers.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }) > limits.maxHeaderBytes {
+        // In place: `reduce` over the list copied each field (two retains and releases).
+        let headerBytes = head.headers.withFields { fields in fields.indices.reduce(0) { $0 + fields[$1].name.utf8.count + fields[$1].value.utf8.count + 4 } }
+        if headerBytes > limits.maxHeaderBytes {
             return .refused(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), extraHeaders: [:],
                             headRefused: true)
         }
-        if !head.uri.hasPrefix("/") {
+        if head.uri.utf8.first != UInt8(ascii: "/") {
             guard let absolute = AbsoluteForm(head.uri), AbsoluteForm.isOwn(absolute.authority, localAuthority: localAuthority, router: router) else {
                 return .refused(.badTarget, extraHeaders: [:], headRefused: true)
             }

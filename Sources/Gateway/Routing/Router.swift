@@ -16,6 +16,8 @@ public final class Route: Sendable {
     private let nothingReadsBody: Bool
     /// A validator of the route reads response bodies: they are held whole.
     let validatorsReadBodies: Bool
+    /// The route has a retry policy or validators: its tries are judged.
+    let judgesTries: Bool
     /// Shared by every call of the route, on every event loop.
     let retryBudget: RetryBudget?
     /// One per distinct `refresh` action of the route's validators.
@@ -39,6 +41,7 @@ public final class Route: Sendable {
         }
         refreshers = specs.compactMap { spec in upstreams(spec.upstream).map { state.refresher(route: config.name, spec: spec, upstream: $0) } }
         validatorsReadBodies = config.validate.contains(where: \.readsBody)
+        judgesTries = config.retry != nil || !config.validate.isEmpty
         nothingReadsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
     }
 

@@ -71,7 +71,10 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     private func start(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, extra: Int) -> ByteBuffer {
         exchange.begin(delegate, on: endpoint)
         exchange.upgrading = request.headers.contains("Upgrade")
-        keepAlive = !request.headers.values("Connection").contains { $0.lowercased() == "close" }
+        // Over the values in place (an array of them, each lowercased, was ~250 instructions).
+        var connection = ConnectionOptions()
+        request.headers.forEachValue(named: "Connection") { connection.read($0) }
+        keepAlive = !connection.close
         chunked = request.framing == .streamed
         decoder.expect(method: HTTPMethod(rawValue: request.method))
         var out = spare.take(channel.allocator, capacity: 512 + extra)
