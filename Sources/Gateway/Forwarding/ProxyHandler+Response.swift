@@ -162,12 +162,15 @@ extension ProxyHandler {
         // Logged whatever the validators make of it.
         log.upstreamStatus = Int(upstreamHead.status.code)
         if let sentAt = log.sentAt { log.firstByte = now - sentAt }
-        if call?.retry != nil, call?.route.validatorsReadBodies == true || shared.validatorsReadBodies {
-            call?.heldHead = upstreamHead
-            call?.heldBody = []
+        // The call read once: each `call?.` retained and released it.
+        guard let call else { return }
+        let judged = call.retry != nil
+        if judged, call.route.validatorsReadBodies || shared.validatorsReadBodies {
+            call.heldHead = upstreamHead
+            call.heldBody = []
             return
         }
-        if call?.retry != nil {
+        if judged {
             let status = Int(upstreamHead.status.code)
             if decide(.response(status: status, headers: upstreamHead.headers, body: nil), upstreamStatus: status) { return }
         } else {
@@ -193,16 +196,16 @@ extension ProxyHandler {
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {
-        guard call != nil, !machine.isDraining else { return }
-        if call?.heldHead != nil {
-            call?.heldBody.append(contentsOf: buffer.readableBytesView)
-            if call!.heldBody.count > shared.config.limits.maxResponseBodyBytes { releaseHeldResponse() }
+        guard let call, !machine.isDraining else { return }
+        if call.heldHead != nil {
+            call.heldBody.append(contentsOf: buffer.readableBytesView)
+            if call.heldBody.count > shared.config.limits.maxResponseBodyBytes { releaseHeldResponse() }
             return
         }
         log.bytes += buffer.readableBytes
         // Flushed once per upstream read batch (upstreamReadComplete), not per part.
         client.write(.body(buffer))
-        if !client.isWritable { call?.connection?.setReading(false) }
+        if !client.isWritable { call.connection?.setReading(false) }
     }
 
     func upstreamEnd() { atEvent { completeResponse() } }
