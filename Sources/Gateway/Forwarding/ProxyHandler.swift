@@ -104,8 +104,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
         init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String,
              retry: RetryState<LoopInstant>?, streams: Bool) {
-            self.requestHead = requestHead
+            // Read before the head moves in (after, reading it copied the head).
             keepAlive = requestHead.keepsAlive
+            self.requestHead = requestHead
             self.request = request
             self.route = route
             self.requestID = requestID
@@ -168,12 +169,12 @@ final class ProxyHandler: UpstreamResponseDelegate {
         case .body(let buffer):
             if streaming != nil {
                 streamBody(buffer)
-            } else if let head {
+            } else if head != nil {
+                // The head is not bound here: that copied it for every part.
                 wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
-                guard body.count + buffer.readableBytes <= shared.config.limits.maxBodyBytes else {
+                if body.count + buffer.readableBytes > shared.config.limits.maxBodyBytes, let head = head.take() {
                     // Refused as soon as it is too large (a chunked body): the rest is not read.
                     let route = match?.route.config.name
-                    self.head = nil
                     match = nil
                     body = []
                     return respond(.bodyTooLarge(limit: shared.config.limits.maxBodyBytes, route: route), to: head, close: true)

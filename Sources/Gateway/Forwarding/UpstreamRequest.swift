@@ -29,9 +29,9 @@ public struct UpstreamRequest: Sendable, Hashable {
         self.method = method
         self.target = target
         self.headers = headers
-        self.body = body
-        self.framing = .none
-        if let framing { self.framing = framing } else { frameBody() }
+        // Computed, not set by `frameBody()`: a mutating call inside the
+        // initializer made the optimizer copy the whole request once built.
+        (self.body, self.framing) = framing.map { (body, $0) } ?? Self.framed(body, method: method)
     }
 
     /// Lowest precedence first: the client's headers (hop-by-hop dropped, the
@@ -59,38 +59,33 @@ public struct UpstreamRequest: Sendable, Hashable {
         headers.remove("Content-Length")
         headers.remove("Transfer-Encoding")
 
-        var request = UpstreamRequest(method: method, target: target, headers: consume headers, body: body.isEmpty ? nil : body,
-                                      framing: streamed)
-        if let rule = route.rewrite {
-            var incoming = IncomingRequest(method: method, target: target, contentType: contentType, body: body)
-            incoming.captures = captures
-            let rewritten: RewrittenRequest
-            do {
-                rewritten = try rule.apply(to: incoming, boundary: boundary)
-            } catch {
-                throw error.problem(route: route.name)
-            }
-            request.method = rewritten.method
-            request.target = rewritten.target
-            request.body = rewritten.body
-            request.headers.remove("Content-Type")
-            if let contentType = rewritten.contentType { request.headers.add("Content-Type", contentType) }
-            request.frameBody()
+        // Each request built once, whole: editing its target afterwards copied it.
+        guard let rule = route.rewrite else {
+            let joined = upstream.url.map { $0.join(target) } ?? target
+            return UpstreamRequest(method: method, target: joined, headers: consume headers, body: body.isEmpty ? nil : body, framing: streamed)
         }
-        // Not `?? request.target`: that autoclosure copied the whole request.
-        if let url = upstream.url { request.target = url.join(request.target) }
-        return request
+        var incoming = IncomingRequest(method: method, target: target, contentType: contentType, body: body)
+        incoming.captures = captures
+        let rewritten: RewrittenRequest
+        do {
+            rewritten = try rule.apply(to: incoming, boundary: boundary)
+        } catch {
+            throw error.problem(route: route.name)
+        }
+        headers.remove("Content-Type")
+        if let contentType = rewritten.contentType { headers.add("Content-Type", contentType) }
+        let joined = upstream.url.map { $0.join(rewritten.target) } ?? rewritten.target
+        return UpstreamRequest(method: rewritten.method, target: joined, headers: consume headers, body: rewritten.body)
     }
 
     /// Framing true to the buffered body. An empty POST, PUT or PATCH says
     /// length 0, as nginx sends it: some servers refuse those without a length.
-    public mutating func frameBody() {
-        if let body, !body.isEmpty {
-            framing = .length(body.count)
-            return
-        }
-        body = nil
-        framing = method == "POST" || method == "PUT" || method == "PATCH" ? .length(0) : .none
+    public mutating func frameBody() { (body, framing) = Self.framed(body, method: method) }
+
+    /// `body` (nil when empty) and the framing true to it.
+    private static func framed(_ body: [UInt8]?, method: String) -> ([UInt8]?, RequestFraming) {
+        if let body, !body.isEmpty { return (body, .length(body.count)) }
+        return (nil, method == "POST" || method == "PUT" || method == "PATCH" ? .length(0) : .none)
     }
 
     /// HTTP/1.1 wire form: request line, headers, framing, blank line, body —
