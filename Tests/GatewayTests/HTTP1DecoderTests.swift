@@ -114,6 +114,26 @@ import Testing
         }
     }
 
+    /// What the decoder notes of each head (the connection acts on these
+    /// without reading the head again) agrees with the head's own fields.
+    @Test(arguments: [
+        ("GET / HTTP/1.1\r\nHost: a\r\n\r\n", RequestFraming.none, false, false, true),
+        ("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", .length(0), false, false, true),
+        ("PUT / HTTP/1.1\r\nHost: a\r\ncontent-length: 5, 5\r\nConnection: close\r\n\r\nhello", .length(5), false, false, false),
+        ("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n0\r\n\r\n", .streamed, false, false, true),
+        ("HEAD / HTTP/1.0\r\n\r\n", .none, true, true, false),
+        ("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", .none, false, true, true),
+    ])
+    func notesWhatEachHeadSays(input: String, framing: RequestFraming, isHEAD: Bool, isHTTP10: Bool, keepsAlive: Bool) throws {
+        var decoder = HTTP1RequestDecoder(maxHeadBytes: 4096)
+        var buffer = ByteBuffer(string: input)
+        guard case .head(let head) = try decoder.next(&buffer) else { Issue.record("no head"); return }
+        let notes = decoder.lastHead
+        #expect(notes.framing == framing)
+        #expect(notes.isHEAD == isHEAD && notes.isHTTP10 == isHTTP10)
+        #expect(notes.keepsAlive == keepsAlive && notes.keepsAlive == head.keepsAlive)
+    }
+
     /// `Connection` tokens: case, spaces and tabs around them, lists, and
     /// names that only begin or end like a token.
     @Test(arguments: [

@@ -19,9 +19,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// swaps the slot's; a call in flight keeps its own).
     private(set) var shared: ListenerContext
     /// This event loop's upstream pool and access-log buffer in `shared`,
-    /// found when the context changes: a lookup per call was ~270 instructions.
-    private(set) var pool: UpstreamPool
-    private(set) var accessLogBuffer: AccessLog.Buffer?
+    /// found on first use per context: a lookup per call was ~270 instructions.
+    private var loopPool: UpstreamPool?
+    private var loopLogBuffer: AccessLog.Buffer?
     /// Where answers go.
     let client: any ClientSide
 
@@ -119,8 +119,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
         self.slot = slot
         shared = slot.context
         self.client = client
-        pool = shared.pools.pool(for: client.eventLoop)
-        accessLogBuffer = shared.accessLog?.buffer(for: client.eventLoop)
         random = SplitMix64(seed: Self.processSeed ^ NIODeadline.now().uptimeNanoseconds)
         random = SplitMix64(seed: random.next() ^ UInt64(UInt(bitPattern: ObjectIdentifier(self).hashValue)))
     }
@@ -144,6 +142,21 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// HTTP/1.1 pipelining: the next request is read only once this response
     /// has ended (its bytes wait in the connection handler).
     var acceptsRequestParts: Bool { exchange.acceptsRequestParts }
+
+    var pool: UpstreamPool {
+        if let loopPool { return loopPool }
+        let pool = shared.pools.pool(for: client.eventLoop)
+        loopPool = pool
+        return pool
+    }
+
+    var accessLogBuffer: AccessLog.Buffer? {
+        guard let accessLog = shared.accessLog else { return nil }
+        if let loopLogBuffer { return loopLogBuffer }
+        let buffer = accessLog.buffer(for: client.eventLoop)
+        loopLogBuffer = buffer
+        return buffer
+    }
 
     /// Now: the event's instant inside `atEvent`, else the clock.
     var now: NIODeadline { eventInstant ?? .now() }
@@ -196,8 +209,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         let context = slot.context
         if context !== shared {
             shared = context
-            pool = context.pools.pool(for: client.eventLoop)
-            accessLogBuffer = context.accessLog?.buffer(for: client.eventLoop)
+            loopPool = nil
+            loopLogBuffer = nil
         }
         log = AccessLog.Entry(start: now, client: client.peerAddress, proto: protocolName(head.version), method: head.method.rawValue,
                               target: head.uri, userAgent: shared.accessLog == nil ? nil : head.headers["User-Agent"])
