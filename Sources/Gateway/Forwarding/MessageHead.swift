@@ -13,9 +13,7 @@ struct RequestHead: Equatable, Sendable {
 
     /// Whether the client keeps the connection after this request.
     var keepsAlive: Bool {
-        var options = ConnectionOptions()
-        headers.forEachValue(named: "Connection") { options.read($0) }
-        return options.keepsAlive(version: version)
+        ConnectionOptions(fields: headers).keepsAlive(version: version)
     }
 }
 

@@ -10,6 +10,13 @@ struct ConnectionOptions {
     /// A token other than those two: it names a field that is hop-by-hop too.
     var namesFields = false
 
+    init() {}
+
+    /// What every `Connection` field of `headers` says, read in place.
+    init(fields headers: HeaderList) {
+        headers.forEachValue(named: "Connection") { read($0) }
+    }
+
     /// Reads one `Connection` field value (`close, X-Foo`), without the
     /// arrays NIO's `isKeepAlive` builds, over the value's bytes in place
     /// (slicing its UTF8View retained the string at every step).

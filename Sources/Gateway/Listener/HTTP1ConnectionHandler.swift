@@ -31,10 +31,6 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     private var framing = ResponseFraming.none
     private var out: ByteBuffer?
     private var spare = ReusableBuffer()
-    private var requestIsHEAD = false
-    private var requestIsHTTP10 = false
-    /// An HTTP/1.0 client that asked to keep the connection: it is told so.
-    private var http10KeepAlive = false
 
     enum ResponseFraming {
         case none
@@ -104,13 +100,6 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
                 return
             }
             guard let part else { break }
-            // The decoder's notes: binding the head here copied it.
-            if case .head = part {
-                let facts = decoder.lastHead
-                requestIsHEAD = facts.isHEAD
-                requestIsHTTP10 = facts.isHTTP10
-                http10KeepAlive = facts.isHTTP10 && facts.keepsAlive
-            }
             proxy.process(part)
         }
         if received.readableBytes == 0 {
@@ -125,7 +114,12 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     func wake(at when: NIODeadline) { timer.wake(at: when, on: eventLoop, handler: self) }
 
     /// The decoder accepted the head's framing fields: chunked, one length, or none.
-    var requestFraming: RequestFraming { decoder.lastHead.framing }
+    var requestFraming: RequestFraming { request.framing }
+
+    /// What the decoder noted of the request being answered (binding the
+    /// head to read it copied the head). The next head is read only once
+    /// this request's answer has ended.
+    private var request: HTTP1RequestDecoder.HeadFacts { decoder.lastHead }
 
     func handleScheduledCallback(eventLoop: some EventLoop) {
         timer.fired()
@@ -217,18 +211,19 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         let code = head.status.code
         if code < 200 {
             // Interim (100 Continue): the real answer follows.
-        } else if requestIsHEAD || code == 204 || code == 304 {
+        } else if request.isHEAD || code == 204 || code == 304 {
             framing = .none
         } else if hasLength {
             framing = .length
-        } else if requestIsHTTP10 {
+        } else if request.isHTTP10 {
             framing = .untilClose
             if !hasConnection { buffer.writeStaticString("Connection: close\r\n") }
         } else {
             framing = .chunked
             buffer.writeStaticString("Transfer-Encoding: chunked\r\n")
         }
-        if code >= 200, http10KeepAlive, !hasConnection, framing != .untilClose {
+        // An HTTP/1.0 client that asked to keep the connection is told so.
+        if code >= 200, request.isHTTP10, request.keepsAlive, !hasConnection, framing != .untilClose {
             buffer.writeStaticString("Connection: keep-alive\r\n")
         }
         buffer.writeStaticString("\r\n")
@@ -309,7 +304,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
 
     /// The 101 went out: from now on the connection is one end of `tunnel`;
     /// bytes the client sent after its request head go through first.
-    var canTunnel: Bool { !requestIsHTTP10 }
+    var canTunnel: Bool { !request.isHTTP10 }
 
     func startTunnel(_ tunnel: Tunnel) -> Bool {
         self.tunnel = tunnel

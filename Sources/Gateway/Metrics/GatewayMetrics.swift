@@ -98,18 +98,7 @@ final class RouteMetrics: Sendable {
     /// The methods with slots, in slot order.
     private static let slotted = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
-    private static func slot(_ method: String) -> Int? {
-        switch method {
-        case "GET": 0
-        case "HEAD": 1
-        case "POST": 2
-        case "PUT": 3
-        case "DELETE": 4
-        case "PATCH": 5
-        case "OPTIONS": 6
-        default: nil
-        }
-    }
+    private static func slot(_ method: String) -> Int? { slotted.firstIndex(of: method) }
 
     private func callCounter(method: String, statusClass: Int) -> Counter {
         Counter(label: "gatewayd_requests_total", dimensions: [("route", route), ("method", method), ("status_class", "\(statusClass)xx")],

@@ -72,9 +72,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
         exchange.begin(delegate, on: endpoint)
         exchange.upgrading = request.headers.contains("Upgrade")
         // Over the values in place (an array of them, each lowercased, was ~250 instructions).
-        var connection = ConnectionOptions()
-        request.headers.forEachValue(named: "Connection") { connection.read($0) }
-        keepAlive = !connection.close
+        keepAlive = !ConnectionOptions(fields: request.headers).close
         chunked = request.framing == .streamed
         decoder.expect(method: HTTPMethod(rawValue: request.method))
         var out = spare.take(channel.allocator, capacity: 512 + extra)
