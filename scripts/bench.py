@@ -97,6 +97,7 @@ extra_ports = {name: free_port() for name in ["gatewayd log on", "gatewayd metri
                                               "gatewayd 2 loops", "nginx 2 workers", "haproxy 2 threads"]}
 if NIO_FORWARDER:
     extra_ports["NIO forwarder"] = free_port()
+    extra_ports["NIO forwarder 2 loops"] = free_port()
 
 nginx_common = f"""worker_processes %s; daemon off; pid {work}/%s.pid; error_log {work}/%s.err warn;
 events {{ worker_connections 4096; }}
@@ -186,6 +187,8 @@ try:
     }
     if NIO_FORWARDER:
         servers["NIO forwarder"] = start("nio-forwarder", [NIO_FORWARDER, str(extra_ports["NIO forwarder"]), str(upstream_port)])
+        servers["NIO forwarder 2 loops"] = start("nio-forwarder-2", [NIO_FORWARDER, str(extra_ports["NIO forwarder 2 loops"]),
+                                                                     str(upstream_port), "2"])
     for port in [upstream_port, upstream_h2_port, *ports.values(), *extra_ports.values()]:
         wait_port(port)
     time.sleep(0.5)
@@ -213,17 +216,19 @@ try:
         p = lambda q: durations[min(len(durations) - 1, int(q * len(durations)))] / 1000
         return rps, int(done.group(1)), p(0.5), p(0.99), int(done.group(1)) - int(done.group(2))
 
+    # The floor's rows: it logs nothing, and in the loops table it runs two loops.
+    floor = lambda name: {"NIO forwarder": extra_ports[name]} if NIO_FORWARDER else {}
     suites = [
-        ("h1", "HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports,
-                                             **({"NIO forwarder": extra_ports["NIO forwarder"]} if NIO_FORWARDER else {})}),
+        ("h1", "HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports, **floor("NIO forwarder")}),
         ("h2c", "h2c (h2load -c16 -m10)", run_h2, {"direct": upstream_h2_port, **{k: v for k, v in ports.items() if k != "nginx"}}),
         ("logs", "HTTP/1.1, access logs on (gatewayd's default config: log and metrics on; nginx buffer=64k flush=1s; HAProxy option httplog)", run_h1,
          {"gatewayd": ports["gatewayd"], "gatewayd metrics on": extra_ports["gatewayd metrics on"],
           "gatewayd log on": extra_ports["gatewayd log on"],
-          "nginx": extra_ports["nginx log on"], "haproxy": extra_ports["haproxy log on"]}),
+          "nginx": extra_ports["nginx log on"], "haproxy": extra_ports["haproxy log on"], **floor("NIO forwarder")}),
         ("h2c-logs", "h2c, access log and metrics on", run_h2, {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"]}),
         ("loops", "HTTP/1.1, two workers (gatewayd --event-loops 2, nginx worker_processes auto, HAProxy nbthread 2)", run_h1,
-         {"gatewayd": extra_ports["gatewayd 2 loops"], "nginx": extra_ports["nginx 2 workers"], "haproxy": extra_ports["haproxy 2 threads"]}),
+         {"gatewayd": extra_ports["gatewayd 2 loops"], "nginx": extra_ports["nginx 2 workers"], "haproxy": extra_ports["haproxy 2 threads"],
+          **floor("NIO forwarder 2 loops")}),
     ]
     # A row's process, by port (the suites above name some of them after the peer they stand for).
     by_port = {port: servers[name] for name, port in {**ports, **extra_ports}.items()}

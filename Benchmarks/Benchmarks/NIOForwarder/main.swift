@@ -3,8 +3,8 @@ import NIOPosix
 
 // The floor under any proxy on SwiftNIO, for scripts/bench: each client
 // connection gets one upstream connection and bytes go across unread (no
-// parsing, no routing, no pool), one event loop.
-// Usage: NIOForwarder LISTEN_PORT UPSTREAM_PORT
+// parsing, no routing, no pool, no log), on one event loop or LOOPS.
+// Usage: NIOForwarder LISTEN_PORT UPSTREAM_PORT [LOOPS]
 
 /// Copies what one channel reads to its peer, flushed once per read batch.
 final class Forward: ChannelInboundHandler, @unchecked Sendable {
@@ -24,10 +24,11 @@ final class Forward: ChannelInboundHandler, @unchecked Sendable {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3, let listenPort = Int(arguments[1]), let upstreamPort = Int(arguments[2]) else {
-    fatalError("usage: NIOForwarder LISTEN_PORT UPSTREAM_PORT")
+guard (3...4).contains(arguments.count), let listenPort = Int(arguments[1]), let upstreamPort = Int(arguments[2]),
+      let loops = arguments.count == 4 ? Int(arguments[3]) : 1 else {
+    fatalError("usage: NIOForwarder LISTEN_PORT UPSTREAM_PORT [LOOPS]")
 }
-let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+let group = MultiThreadedEventLoopGroup(numberOfThreads: loops)
 let server = try ServerBootstrap(group: group)
     .serverChannelOption(.backlog, value: 1024)
     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
