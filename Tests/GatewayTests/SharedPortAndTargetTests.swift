@@ -33,6 +33,12 @@ import Testing
         #expect(http11.hasPrefix("HTTP/1.1 200 OK\r\n"))
         let http10 = try rawExchange(port: gateway.port, Array("GET /y HTTP/1.0\r\n\r\n".utf8))
         #expect(http10.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        // Blank lines before the first request line are skipped (RFC 9112 section 2.2), as between requests.
+        let blankFirst = try rawExchange(port: gateway.port, Array("\r\n\r\nGET /z HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".utf8))
+        #expect(blankFirst.hasPrefix("HTTP/1.1 200 OK\r\n") && blankFirst.contains("\"path\":\"/z\""), "\(blankFirst)")
+        // Only blank lines, as many as a request line may be long: HTTP/1's reader takes them (nothing is held back unread).
+        let blanks = try rawExchange(port: gateway.port, Array(String(repeating: "\r\n", count: HTTPVersionDetector.maxLineBytes / 2).utf8) + Array("GET /w HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".utf8))
+        #expect(blanks.hasPrefix("HTTP/1.1 200 OK\r\n") && blanks.contains("\"path\":\"/w\""), "\(blanks)")
     }
 
     @Test func anAbsoluteFormTargetIsAcceptedForThisGatewayOnly() async throws {

@@ -2,7 +2,8 @@ import NIOCore
 
 /// Tells HTTP/2 prior knowledge (h2c) from HTTP/1.1 on one port, lets
 /// `configure` build the pipeline behind it, passes on the bytes read so far
-/// and removes itself. HTTP/1 is what opens with an HTTP/1.x request line;
+/// and removes itself. HTTP/1 is what opens with an HTTP/1.x request line,
+/// after any blank lines (RFC 9112 section 2.2: HTTP/1's reader skips them);
 /// anything else (the preface, or bytes that only begin like it) goes to
 /// HTTP/2, whose handler answers a wrong preface with GOAWAY(PROTOCOL_ERROR)
 /// instead of an HTTP/1.1 error an HTTP/2 peer cannot read (h2spec 3.5).
@@ -44,11 +45,12 @@ final class HTTPVersionDetector: ByteToMessageDecoder {
     /// The longest request line waited for: past it, HTTP/1's reader refuses the head.
     static let maxLineBytes = 16 * 1024
 
-    /// Whether the first line ends in ` HTTP/1.x`; nil while it is incomplete.
+    /// Whether the first line that is not blank ends in ` HTTP/1.x`; nil while it is incomplete.
     static func opensWithHTTP1RequestLine(_ buffer: ByteBuffer) -> Bool? {
-        let view = buffer.readableBytesView
-        guard let lineFeed = view.prefix(maxLineBytes).firstIndex(of: UInt8(ascii: "\n")) else {
-            return view.count >= maxLineBytes ? true : nil
+        var view = buffer.readableBytesView.prefix(maxLineBytes)
+        while view.starts(with: "\r\n".utf8) { view = view.dropFirst(2) }
+        guard let lineFeed = view.firstIndex(of: UInt8(ascii: "\n")) else {
+            return buffer.readableBytes >= maxLineBytes ? true : nil
         }
         var line = view[..<lineFeed]
         if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
