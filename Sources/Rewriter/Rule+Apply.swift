@@ -12,7 +12,8 @@ extension Rule {
                 throw RewriteError(.invalidParameter, key: name,
                                    detail: "parameter '\(name)' is a list or object, which the prefix modifier in \(path.source) cannot shorten")
             }
-            let expanded = path.expand(lookup: { params[$0] }, text: { query.text(of: $0) })
+            let query = query
+            let expanded = try path.expandTarget(lookup: { params[$0] }, text: { query.text(of: $0) })
             for name in path.variableNames { params.removeValue(forKey: name) }
             target = expanded.first == UInt8(ascii: "/") ? expanded : [UInt8(ascii: "/")] + expanded
         } else {

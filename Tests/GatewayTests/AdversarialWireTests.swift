@@ -159,3 +159,135 @@ import Testing
         #expect(try Self.normalCall(gateway))
     }
 }
+
+/// The upstream side: a legacy upstream that breaks HTTP, recorded byte for
+/// byte. Whatever it sends, no other call is touched, and a call reaches it
+/// exactly as often as the client sent it.
+extension AdversarialWireTests {
+    static let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+    /// Ways an upstream sends bytes no request asked for: `first` is the
+    /// answer to the first call (`head`: a HEAD), `later` what follows it 100 ms on.
+    static let strayBytes: [(name: String, head: Bool, first: String, later: String)] = [
+        ("a HEAD's body 100 ms late", true, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "hello"),
+        ("a HEAD's body in the same segment", true, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", ""),
+        ("a HEAD's chunked body 100 ms late", true, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "5\r\nhello\r\n0\r\n\r\n"),
+        ("a 204's body 100 ms late", false, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", "hello"),
+        ("a second answer in the same segment", false, ok + "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray", ""),
+        ("a second answer while the connection idles", false, ok, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray"),
+        ("bytes past the length in the same segment", false, ok + "xyz", ""),
+    ]
+
+    @Test(arguments: [false, true])
+    func strayUpstreamBytesNeverReachAnotherCall(http2: Bool) async throws {
+        for stray in Self.strayBytes {
+            let upstream = RawUpstream { line in
+                line.hasPrefix("POST") ? .init(Self.ok) : .init(stray.first, later: stray.later)
+            }
+            let gateway = try await Self.gateway(try await upstream.start())
+            let peer = http2 ? ["--http2-prior-knowledge"] : []
+            let first = try await curlDetached(peer + ["-o", "/dev/null", "-w", "%{http_code}"] + (stray.head ? ["-I"] : []) + ["\(gateway.base)/first"])
+            #expect(first.text == (stray.first.contains("204") ? "204" : "200"), "\(stray.name)")
+            // One call right after the answer (before late bytes come), one after they came.
+            let next = try await curlDetached(peer + ["-d", "order=1", "\(gateway.base)/next"])
+            try await Task.sleep(for: .milliseconds(300))
+            let after = try await curlDetached(peer + ["-d", "order=2", "\(gateway.base)/after"])
+            #expect(next.text == "ok" && after.text == "ok", "\(stray.name): \(next.text) / \(after.text)")
+            let posts = upstream.requests.filter { $0.text.hasPrefix("POST") }.map { $0.text.components(separatedBy: "\r\n")[0] }
+            #expect(posts == ["POST /next HTTP/1.1", "POST /after HTTP/1.1"], "\(stray.name): each call exactly once")
+            await gateway.stop()
+            await upstream.stop()
+        }
+    }
+
+    /// A raw upstream that switches to whatever its script says.
+    static func switching(to protocolName: String) -> RawUpstream {
+        RawUpstream { line in
+            line.hasPrefix("GET /chat") ? .init("HTTP/1.1 101 Switching Protocols\r\nUpgrade: \(protocolName)\r\nConnection: Upgrade\r\n\r\n") : .init(ok)
+        }
+    }
+
+    static func upgradeGateway(_ port: Int) async throws -> GatewayHarness {
+        try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - {name: chat, match: {prefix: /chat}, upstream: app, upgrade: [websocket]}
+              - {name: app, upstream: app}
+            """)
+    }
+
+    @Test func onlyTheRoutesProtocolIsAskedUpstreamAndAnotherSwitchIsA502() async throws {
+        for (asked, answered) in [("websocket, h2c", "h2c"), ("websocket", "h2c"), ("websocket", "websocket, h2c")] {
+            let upstream = Self.switching(to: answered)
+            let gateway = try await Self.upgradeGateway(try await upstream.start())
+            let request = "GET /chat HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: \(asked)\r\n"
+                + "HTTP2-Settings: AAMAAABkAAQAAP__\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+                + "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+            let answer = try rawExchange(port: gateway.port, Array(request.utf8), timeout: 5)
+            #expect(answer.hasPrefix("HTTP/1.1 502 "), "\(asked) -> \(answered): \(answer.prefix(60))")
+            #expect(!answer.contains("101"))
+            let sent = upstream.requests.map(\.text)
+            #expect(sent.count == 1, "\(sent)")
+            #expect(sent.first?.contains("\r\nUpgrade: websocket\r\n") == true, "\(sent)")
+            #expect(!sent.joined().lowercased().contains("h2c") && !sent.joined().lowercased().contains("http2-settings"))
+            #expect(!sent.joined().contains("PRI * HTTP/2.0"), "the preface never reaches the upstream")
+            #expect(try Self.normalCall(gateway))
+            await gateway.stop()
+            await upstream.stop()
+        }
+    }
+
+    /// RFC 8441: an extended CONNECT for websocket that the upstream answers
+    /// with a switch to h2c gets a 502 on its stream, not a tunnel.
+    @Test func anExtendedConnectAnsweredWithAnotherProtocolIsA502() async throws {
+        let upstream = Self.switching(to: "h2c")
+        let gateway = try await Self.upgradeGateway(try await upstream.start())
+        defer { Task { await gateway.stop(); await upstream.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        client.run(seconds: 0.3) { _ in false }
+        let block = client.encodeHeaderBlock([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":path", "/chat"),
+                                              (":authority", "localhost"), ("sec-websocket-version", "13")])
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: block))
+        client.readRaw(seconds: 5) { $0.rawFrames.contains { $0.type == 0x0 && $0.stream == 1 && $0.flags & 0x1 != 0 } }
+        let problem = String(decoding: client.rawData[1] ?? [], as: UTF8.self)
+        #expect(problem.contains("urn:gatewayd:problem:upstream-reset"), "\(problem)")
+        #expect(upstream.requests.count == 1 && upstream.requests[0].text.contains("\r\nUpgrade: websocket\r\n"))
+    }
+
+    @Test(arguments: [false, true])
+    func anAnswerFramedBothWaysIsA502AndItsConnectionIsClosed(http2: Bool) async throws {
+        let upstream = RawUpstream { line in
+            line.hasPrefix("GET /both")
+                ? .init("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n") : .init(Self.ok)
+        }
+        let gateway = try await Self.gateway(try await upstream.start())
+        defer { Task { await gateway.stop(); await upstream.stop() } }
+        let peer = http2 ? ["--http2-prior-knowledge"] : []
+        let both = try await curlDetached(peer + ["-i", "\(gateway.base)/both"]).text
+        #expect(both.contains(" 502") && both.contains("urn:gatewayd:problem:upstream-reset"), "\(both.prefix(120))")
+        #expect(try await curlDetached(peer + ["\(gateway.base)/next"]).text == "ok")
+        // Not retried (the upstream may have acted on it); the next call went on a new connection.
+        #expect(upstream.requests.map { $0.text.components(separatedBy: "\r\n")[0] } == ["GET /both HTTP/1.1", "GET /next HTTP/1.1"])
+        #expect(Set(upstream.requests.map(\.connection)).count == 2)
+    }
+
+    /// `X-Forwarded-For` is appended to (its leftmost entries are the
+    /// client's claim), and the client-IP rate limit reads the TCP peer only.
+    @Test func xForwardedForIsAppendedToAndTheRateLimitIgnoresIt() async throws {
+        let upstream = Self.upstream()
+        let port = try await upstream.start()
+        let limited = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes: [{name: app, upstream: app, rate_limit: {requests: 2, per: 60s}}]
+            """)
+        defer { Task { await limited.stop(); await upstream.stop() } }
+        var codes: [String] = []
+        for claim in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
+            codes.append(try await curlDetached(["-o", "/dev/null", "-w", "%{http_code}", "-H", "X-Forwarded-For: \(claim)", "\(limited.base)/x"]).text)
+        }
+        #expect(codes == ["200", "200", "429"])
+        #expect(upstream.requests.first?.text.contains("\r\nX-Forwarded-For: 203.0.113.1, 127.0.0.1\r\n") == true)
+    }
+}

@@ -62,14 +62,15 @@ import Testing
             let upgrade = try curl(["-i", "\(gateway.base)/upgrade"]).text
             #expect(upgrade.hasPrefix("HTTP/1.1 502 Bad Gateway\r\n") && upgrade.contains("switched protocols"))
 
-            // a response to HEAD has no body whatever its length says: the
-            // connection carries the next call right after it.
+            // A response to HEAD has no body whatever its length says; one
+            // that announces a body may still be followed by it (a broken
+            // upstream), so the next call goes on another connection.
             let head = try curl(["-I", "\(gateway.base)/head"]).text
             #expect(head.hasPrefix("HTTP/1.1 200 OK\r\n") && head.contains("Content-Length: 5\r\n"))
             #expect(try curl(["\(gateway.base)/plain"]).text == "ok")
             let requests = upstream.requests
             let byTarget = Dictionary(requests.map { ($0.text.split(separator: " ")[1], $0.connection) }) { first, _ in first }
-            #expect(byTarget["/head"] != nil && byTarget["/head"] == byTarget["/plain"])
+            #expect(byTarget["/head"] != nil && byTarget["/plain"] != nil && byTarget["/head"] != byTarget["/plain"])
             // A connection whose answer ended by closing, or was malformed, is never reused.
             let ends = requests.indices.filter { index in ["GET /close ", "GET /bad ", "GET /upgrade "].contains { requests[index].text.hasPrefix($0) } }
             #expect(ends.count == 5)

@@ -90,4 +90,41 @@ import Testing
     @Test func variableNames() throws {
         #expect(try URITemplate("/u/{id}{?q,sort}{&q}").variableNames == ["id", "q", "sort"])
     }
+
+    /// An expansion goes upstream as a target: no dot segment in any
+    /// operator, no `?` or `#` a reserved expansion slips into the path,
+    /// repeated slashes merged. `expected` nil: refused, naming `refused`.
+    @Test(arguments: [
+        ("/users/{uid}/posts/{pid}", ["uid": "..", "pid": ".."], nil, "uid"),
+        ("/base/items/{id}", ["id": ".."], nil, "id"),
+        ("/base/items/{id}", ["id": "."], nil, "id"),
+        ("/base/items/{id}", ["id": "..."], "/base/items/...", nil),
+        ("/base/items/{id}", ["id": "a.b"], "/base/items/a.b", nil),
+        ("/base/items/{id}", ["id": "%2e%2e"], "/base/items/%252e%252e", nil),
+        ("/x/{+id}", ["id": "../../admin"], nil, "id"),
+        ("/x/{+id}", ["id": "a/%2E%2e/b"], nil, "id"),
+        ("/x/{+id}", ["id": "a/b"], "/x/a/b", nil),
+        ("/x/{+id}", ["id": "a?admin=1"], nil, "id"),
+        ("/x/{+id}", ["id": "a#frag"], nil, "id"),
+        ("/x/{+id}", ["id": "a//b/"], "/x/a/b/", nil),
+        ("/x{/id}", ["id": ".."], nil, "id"),
+        ("/x{/id*}", ["id": ["a", ".."]], nil, "id"),
+        ("/x/{.id}", ["id": "."], nil, "id"),
+        ("/x/{;id}", ["id": ".."], "/x/;id=..", nil),
+        ("/x{?q}", ["q": "../.."], "/x?q=..%2F..", nil),
+        ("/x?a={+q}", ["q": "b?c#d"], "/x?a=b?c#d", nil),
+        ("/x{&q}", ["q": ".."], "/x&q=..", nil),
+        ("/a/{x}/b", ["x": ""], "/a/b", nil),
+    ] as [(String, [String: JSONValue], String?, String?)])
+    func anExpansionIsASafeTarget(template: String, values: [String: JSONValue], expected: String?, refused: String?) throws {
+        let parsed = try URITemplate(template)
+        do {
+            let target = try parsed.expandTarget(lookup: { values[$0] }, text: { QueryOptions().text(of: $0) })
+            #expect(String(decoding: target, as: UTF8.self) == expected, "\(template)")
+            #expect(refused == nil)
+        } catch {
+            #expect(error.key == refused && expected == nil, "\(template): \(error)")
+            #expect(error.code == .invalidParameter)
+        }
+    }
 }

@@ -187,6 +187,8 @@ extension ProxyHandler {
         var head = consume upstreamHead
         // Edits an HTTP/1.1 upstream's fields keep beside their bytes; a route's rules read them as a list.
         head.removeHopByHop()
+        // A 204 has no body to measure (RFC 9110 section 8.6); HTTP/2 clients refuse one that says otherwise.
+        if head.status == .noContent, head.headers.contains("Content-Length") { head.headers.remove("Content-Length") }
         head.set("X-Request-Id", call.requestID)
         if !call.route.config.responseHeaders.isEmpty { call.route.config.responseHeaders.apply(to: &head.headers) }
         if !call.keepAlive || exchange.quiescing { head.set("Connection", "close") }

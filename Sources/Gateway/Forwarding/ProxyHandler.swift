@@ -371,7 +371,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func handleBuffered(_ head: consuming RequestHead) {
         guard let match else { return }
         self.match = nil
-        let upgrade = head.headers["Upgrade"].flatMap { Self.upgradeAsked(head.headers) != nil ? $0 : nil }
+        let upgrade = Self.upgradeAsked(head.headers)
         // Taken, not copied: editing a list still shared would copy it. The
         // head keeps its fields only when a Connection field is among them
         // (whether the client keeps the connection is read from it later).
@@ -398,7 +398,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
             return respond(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
         }
         if let upgrade {
-            // Hop-by-hop, so dropped above: an allowed upgrade asks the upstream too. Validators do not judge a tunnel.
+            // Hop-by-hop, so dropped above: the allowed protocol alone is asked
+            // of the upstream (never h2c, never HTTP2-Settings). Validators do not judge a tunnel.
             request.headers.set("Connection", "Upgrade")
             request.headers.set("Upgrade", upgrade)
             return startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID,

@@ -106,6 +106,7 @@ extension HeaderList {
         case 2: equalNames(name, "te")
         case 7: equalNames(name, "upgrade") || equalNames(name, "trailer")
         case 10: equalNames(name, "connection") || equalNames(name, "keep-alive")
+        case 14: equalNames(name, "http2-settings")
         case 16: equalNames(name, "proxy-connection")
         case 17: equalNames(name, "transfer-encoding")
         case 18: equalNames(name, "proxy-authenticate")
@@ -139,7 +140,7 @@ extension HeaderList {
     }
 
     static let hopByHopBits = nameBits(["te", "upgrade", "trailer", "connection", "keep-alive", "proxy-connection", "transfer-encoding",
-                                        "proxy-authenticate", "proxy-authorization"])
+                                        "proxy-authenticate", "proxy-authorization", "http2-settings"])
 
     /// Drops the hop-by-hop headers and every header `Connection` names.
     mutating func removeHopByHop() {

@@ -4,9 +4,9 @@ import Rewriter
 
 /// Turns an upstream connection's bytes into response parts for the request
 /// sent last (`expect` says which: a response to HEAD has no body). Lenient
-/// only where no ambiguity follows: LF line ends, a body read until close;
-/// a response framed both ways is read by Transfer-Encoding and its
-/// connection not reused (`mustClose`), as RFC 9112 section 6.3 says.
+/// only where no ambiguity follows: LF line ends, a body read until close.
+/// A response framed both ways is refused, as nginx refuses it (RFC 9112
+/// section 6.3: it "ought to be handled as an error").
 struct HTTP1ResponseDecoder {
     private var head: HTTP1HeadReader
     private var body: HTTP1BodyReader?
@@ -14,6 +14,9 @@ struct HTTP1ResponseDecoder {
     /// The response's framing, or its `Connection` field and version, leave
     /// the connection unusable for another request.
     private(set) var mustClose = false
+    /// The answer is body-less by rule (to HEAD, a 204, a 304) though its
+    /// head announced a body: a non-conforming upstream may still send it.
+    private(set) var announcedBodyWithheld = false
 
     init(maxHeadBytes: Int) { head = HTTP1HeadReader(limit: maxHeadBytes, bareLF: true) }
 
@@ -21,6 +24,7 @@ struct HTTP1ResponseDecoder {
     mutating func expect(method: HTTPMethod) {
         requestIsHEAD = method == .HEAD
         mustClose = false
+        announcedBodyWithheld = false
     }
 
     /// Between answers: no part of one has been read.
@@ -40,6 +44,7 @@ struct HTTP1ResponseDecoder {
         // The field lines stay bytes (a slice of what was read, no copy) until something reads them.
         let received = ReceivedFields(bytes: buffer.getSlice(at: buffer.readerIndex + fields.range.lowerBound, length: fields.range.count)!,
                                       lines: fields.lines, connectionNamesFields: fields.key.connection.namesFields)
+        if fields.key.coding, fields.key.length { throw .malformed("the answer has both Content-Length and Transfer-Encoding") }
         let responseHead = ResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), received: received)
         buffer.moveReaderIndex(forwardBy: length)
         // An interim answer (1xx but 101): the final one follows, its own head and body.
@@ -48,6 +53,7 @@ struct HTTP1ResponseDecoder {
         if code == 101 || code == 204 || code == 304 || requestIsHEAD {
             // 101: the connection becomes a tunnel, never reused for HTTP.
             if code == 101 { mustClose = true }
+            if fields.key.coding || (fields.length ?? 0) > 0 { announcedBodyWithheld = true }
             body = HTTP1BodyReader(.length(0))
         } else {
             body = HTTP1BodyReader(framing(fields))
@@ -129,7 +135,6 @@ struct HTTP1ResponseDecoder {
             mustClose = true
             return .untilClose
         }
-        if fields.length != nil { mustClose = true }
         if fields.chunkedLast { return .chunked }
         mustClose = true
         return .untilClose

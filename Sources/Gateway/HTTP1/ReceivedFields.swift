@@ -124,6 +124,7 @@ extension UnsafeRawBufferPointer {
         case 2: isName("te")
         case 7: isName("upgrade") || isName("trailer")
         case 10: isName("connection") || isName("keep-alive")
+        case 14: isName("http2-settings")
         case 16: isName("proxy-connection")
         case 17: isName("transfer-encoding")
         case 18: isName("proxy-authenticate")

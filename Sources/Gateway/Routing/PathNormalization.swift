@@ -1,3 +1,5 @@
+import Rewriter
+
 /// A request path made canonical before routing, and forwarded as such, so
 /// the route that matched and the upstream read the same path (Envoy's
 /// `normalize_path` and `merge_slashes`): dot segments removed (RFC 3986
@@ -15,7 +17,7 @@ enum PathNormalization {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         for (index, segment) in zip(segments.indices, segments) {
             let last = index == segments.index(before: segments.endIndex)
-            switch dots(segment.utf8) {
+            switch PathSegment.dots(segment.utf8) {
             case 1:
                 trailingSlash = last
             case 2:
@@ -44,22 +46,5 @@ enum PathNormalization {
             previous = byte
         }
         return false
-    }
-
-    /// 1 for "." and 2 for ".." (either spelled with `%2E`), else 0.
-    private static func dots(_ bytes: Substring.UTF8View) -> Int {
-        var count = 0
-        var iterator = bytes.makeIterator()
-        while let byte = iterator.next() {
-            if byte == UInt8(ascii: ".") {
-                count += 1
-            } else if byte == UInt8(ascii: "%"), iterator.next() == UInt8(ascii: "2"), iterator.next().map({ $0 | 0x20 }) == UInt8(ascii: "e") {
-                count += 1
-            } else {
-                return 0
-            }
-            if count > 2 { return 0 }
-        }
-        return count
     }
 }

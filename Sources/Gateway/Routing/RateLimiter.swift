@@ -3,40 +3,37 @@ import Rewriter
 import Synchronization
 
 /// One key's tokens, as a value: refilled continuously at `rate` up to
-/// `capacity`, one taken per call. No clock of its own (times in seconds
-/// are passed in), so it is tested without waiting.
+/// `capacity`, one taken per call. Kept as the one instant at which it is
+/// full again (GCRA's form of the same bucket): 8 bytes a key. No clock of
+/// its own (times in seconds are passed in), so it is tested without waiting.
 struct TokenBucket: Sendable {
-    private(set) var tokens: Double
-    private(set) var updated: Double
+    private var full: Double
 
-    init(capacity: Double, now: Double) {
-        tokens = capacity
-        updated = now
-    }
+    init(capacity: Double, now: Double) { full = now }
 
     /// Takes a token if there is one; else how long until there is (seconds).
     mutating func take(now: Double, rate: Double, capacity: Double) -> Double? {
-        tokens = min(capacity, tokens + max(0, now - updated) * rate)
-        updated = now
+        let tokens = capacity - max(0, full - now) * rate
         guard tokens < 1 else {
-            tokens -= 1
+            full = max(full, now) + 1 / rate
             return nil
         }
         return (1 - tokens) / rate
     }
 
     /// Full again by `now`: forgetting it changes nothing.
-    func isIdle(now: Double, rate: Double, capacity: Double) -> Bool {
-        tokens + max(0, now - updated) * rate >= capacity
-    }
+    func isIdle(now: Double, rate: Double, capacity: Double) -> Bool { full <= now }
 }
 
 /// A route's `rate_limit`: the buckets of its keys, shared by every event
 /// loop, at most `maxKeys` of them (when full, keys whose buckets refilled
-/// are forgotten first, then any: memory stays bounded whatever keys clients send).
+/// are forgotten first, then any). A key is kept as its 64-bit hash under
+/// this process's random seed (SipHash, Swift's `Hasher`), never its bytes:
+/// memory is bounded by `maxKeys` alone however long the keys clients send,
+/// and clients cannot aim collisions at a seed they do not know.
 final class RateLimiter: Sendable {
     let config: RateLimitConfig
-    private let buckets = Mutex<[String: TokenBucket]>([:])
+    private let buckets = Mutex<[Int: TokenBucket]>([:])
     private let allowed: Counter
     private let limited: Counter
 
@@ -50,6 +47,7 @@ final class RateLimiter: Sendable {
     /// when it goes ahead, else the seconds until it may.
     func check(_ key: String, now: Double) -> Double? {
         let (rate, capacity) = (config.rate, config.capacity)
+        let key = key.hashValue
         let wait = buckets.withLock { buckets -> Double? in
             if buckets[key] == nil, buckets.count >= config.maxKeys { forgetSome(&buckets, now: now) }
             return buckets[key, default: TokenBucket(capacity: capacity, now: now)].take(now: now, rate: rate, capacity: capacity)
@@ -77,7 +75,7 @@ final class RateLimiter: Sendable {
                 "RateLimit": "\"\(policy)\";r=0;t=\(seconds)"]
     }
 
-    private func forgetSome(_ buckets: inout [String: TokenBucket], now: Double) {
+    private func forgetSome(_ buckets: inout [Int: TokenBucket], now: Double) {
         let (rate, capacity) = (config.rate, config.capacity)
         buckets = buckets.filter { !$0.value.isIdle(now: now, rate: rate, capacity: capacity) }
         // Every key busy: a tenth goes (their next calls start full again).

@@ -17,12 +17,13 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     weak var pool: UpstreamPool?
     /// After a 101: the connection is one end of a tunnel, never pooled again.
     private(set) var tunnel: Tunnel?
-    private var keepAlive = true
+    /// Whether it may go back to the pool, decided from every byte read.
+    private(set) var machine = HTTP1UpstreamStateMachine()
     /// The streamed request body goes in chunks (it has no Content-Length).
     private var chunked = false
     private var spare = ReusableBuffer()
-    /// The pool was told of the close already.
-    private var wasClosed = false
+    /// What was read and not yet decoded: bytes left here when an answer ends are stray.
+    var received = ByteBuffer()
     var decoder = HTTP1ResponseDecoder(maxHeadBytes: HTTP1UpstreamConnection.maxHeadBytes)
 
     /// A response's head is read up to this size (NIO's default limit).
@@ -50,6 +51,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
         var out = start(request, delegate: delegate, extra: request.body?.count ?? 0)
         if let body = request.body { out.writeBytes(body) }
         exchange.requestComplete = true
+        machine.requestCompleted()
         guard channel.isActive else { return closed() }
         // NIO reports a failed write by closing the channel inside this call.
         exchange.writing = true
@@ -70,9 +72,8 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     /// The request head as bytes, with room for `extra` more.
     private func start(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, extra: Int) -> ByteBuffer {
         exchange.begin(delegate, on: endpoint)
-        exchange.upgrading = request.headers.contains("Upgrade")
-        // Over the values in place (an array of them, each lowercased, was ~250 instructions).
-        keepAlive = !ConnectionOptions(fields: request.headers).close
+        exchange.upgrade = request.headers["Upgrade"]
+        machine.requestStarted(keepAlive: !ConnectionOptions(fields: request.headers).close)
         chunked = request.framing == .streamed
         decoder.expect(method: HTTPMethod(rawValue: request.method))
         var out = spare.take(channel.allocator, capacity: 512 + extra)
@@ -92,6 +93,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
 
     func sendEnd() {
         exchange.requestComplete = true
+        machine.requestCompleted()
         if chunked { return write(channel.allocator.buffer(staticString: "0\r\n\r\n"), flush: true) }
         flush()
     }
@@ -102,17 +104,21 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
 
     func startTunnel(_ tunnel: Tunnel) -> Bool {
         self.tunnel = tunnel
+        machine.switched()
         readGate.set(open: true, on: channel)
         return true
     }
     func setReading(_ on: Bool) { readGate.set(open: on, on: channel) }
-    func close() { channel.close(promise: nil) }
+    func close() {
+        machine.close()
+        channel.close(promise: nil)
+    }
 
-    /// Reused when both sides ended cleanly and nothing said close; an
-    /// unfinished request body leaves the framing broken, so it closes.
+    /// Reused only when the machine finds it clean (see HTTP1UpstreamStateMachine).
     func responseEnded() {
-        if decoder.mustClose { keepAlive = false }
-        if keepAlive, exchange.requestComplete, channel.isActive {
+        let verdict = machine.responseEnded(trailing: received.readableBytes > 0, announcedBodyWithheld: decoder.announcedBodyWithheld,
+                                            mustClose: decoder.mustClose)
+        if verdict == .reuse, channel.isActive {
             setReading(true)
             pool?.release(self)
         } else {
@@ -120,10 +126,18 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
         }
     }
 
+    /// Bytes came from the upstream; false when they answer no request and
+    /// the connection is closing (they are dropped, never read as HTTP).
+    func bytesArrived() -> Bool {
+        guard machine.bytesArrived() == .close else { return true }
+        received = ByteBuffer()
+        channel.close(promise: nil)
+        return false
+    }
+
     /// The channel closed (or was found closed when a request was to go out).
     func closed() {
-        if !wasClosed { pool?.closed(self) }
-        wasClosed = true
+        if machine.closed() { pool?.closed(self) }
         exchangeClosed()
     }
 }
@@ -137,7 +151,6 @@ final class HTTP1UpstreamHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     let connection: HTTP1UpstreamConnection
-    private var received = ByteBuffer()
 
     init(connection: HTTP1UpstreamConnection) { self.connection = connection }
 
@@ -147,23 +160,25 @@ final class HTTP1UpstreamHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if let tunnel = connection.tunnel { return tunnel.fromUpstream(unwrapInboundIn(data)) }
-        received.cumulate(unwrapInboundIn(data))
+        guard connection.bytesArrived() else { return }
+        connection.received.cumulate(unwrapInboundIn(data))
         do {
-            while let part = try connection.decoder.next(&received) {
+            while connection.machine.isExchanging, let part = try connection.decoder.next(&connection.received) {
                 connection.received(consume part)
                 // Switched: what followed the 101 already belongs to the other protocol.
                 if let tunnel = connection.tunnel {
-                    if received.readableBytes > 0 { tunnel.fromUpstream(received) }
-                    received = ByteBuffer()
+                    if connection.received.readableBytes > 0 { tunnel.fromUpstream(connection.received) }
+                    connection.received = ByteBuffer()
                     return
                 }
             }
         } catch {
-            received = ByteBuffer()
+            connection.received = ByteBuffer()
             connection.failed(.reset("upstream \(connection.upstream) sent a malformed response: \(error)",
                                      summary: "it sent a malformed response"), responseArrived: true)
         }
-        if received.readableBytes == 0 { received = ByteBuffer() }
+        // Bytes behind an answer that closed the connection answer no request.
+        if !connection.machine.isExchanging || connection.received.readableBytes == 0 { connection.received = ByteBuffer() }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

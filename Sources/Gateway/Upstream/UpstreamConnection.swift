@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Rewriter
 
 /// What receives an upstream's response, part by part, on the connection's
 /// event loop (the downstream call's own loop).
@@ -76,8 +77,9 @@ struct UpstreamExchange {
     var requestWritten = false
     /// False while a streamed request body is still being sent.
     var requestComplete = true
-    /// The request asked to switch protocols (Upgrade): a 101 answers it.
-    var upgrading = false
+    /// The protocol the request asked to switch to (its one Upgrade token):
+    /// only a 101 to that protocol answers it.
+    var upgrade: String?
 
     mutating func begin(_ delegate: UpstreamResponseDelegate, on endpoint: Endpoint) {
         _ = end()
@@ -107,14 +109,19 @@ extension UpstreamConnection {
         guard let delegate = exchange.delegate else { return }
         switch consume part {
         case .head(let head):
-            if head.status.code == 101, exchange.upgrading {
+            if head.status.code == 101 {
+                // Any other switch (h2c, say) would carry bytes past every route and rule: never tunnelled.
+                guard let asked = exchange.upgrade else {
+                    return failed(.reset("upstream \(upstream) answered 101", summary: "it switched protocols, which is not forwarded"),
+                                  responseArrived: true)
+                }
+                let offered = head.headers.listItems("Upgrade")
+                guard offered.count == 1, HeaderList.equalNames(String(offered[0]), asked) else {
+                    return failed(.reset("upstream \(upstream) switched to '\(offered.joined(separator: ", "))' where '\(asked)' was asked",
+                                         summary: "it switched to a protocol that was not asked for"), responseArrived: true)
+                }
                 _ = exchange.end()
                 return delegate.upstreamSwitched(head, connection: self)
-            }
-            // The request asked for no upgrade (Upgrade is hop-by-hop): a tunnel is not forwarded.
-            if head.status.code == 101 {
-                return failed(.reset("upstream \(upstream) answered 101", summary: "it switched protocols, which is not forwarded"),
-                              responseArrived: true)
             }
             // 1xx interim responses are not forwarded; the final response follows.
             if head.status.code < 200 { return }

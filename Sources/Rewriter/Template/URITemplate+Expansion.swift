@@ -35,15 +35,26 @@ extension URITemplate {
         lookup: (String) -> JSONValue?,
         text: (JSONValue) -> String? = { QueryOptions().text(of: $0) }
     ) -> [UInt8] {
+        expandMarkingPath(lookup: lookup, text: text).bytes
+    }
+
+    /// The expansion, and where its path ends: at the template's first
+    /// literal `?` or its first `{?...}` / `{&...}` expression.
+    func expandMarkingPath(lookup: (String) -> JSONValue?, text: (JSONValue) -> String?) -> (bytes: [UInt8], pathEnd: Int) {
         var out: [UInt8] = []
         out.reserveCapacity(source.utf8.count + 32)
+        var pathEnd: Int?
         for part in parts {
             switch part {
-            case .literal(let bytes): out.append(contentsOf: bytes)
-            case .expression(let expression): expand(expression, lookup: lookup, text: text, into: &out)
+            case .literal(let bytes):
+                if pathEnd == nil, let mark = bytes.firstIndex(of: UInt8(ascii: "?")) { pathEnd = out.count + mark }
+                out.append(contentsOf: bytes)
+            case .expression(let expression):
+                if pathEnd == nil, expression.op == .query || expression.op == .continuation { pathEnd = out.count }
+                expand(expression, lookup: lookup, text: text, into: &out)
             }
         }
-        return out
+        return (out, pathEnd ?? out.count)
     }
 
     /// The first variable with a prefix modifier (`{var:3}`) whose value is

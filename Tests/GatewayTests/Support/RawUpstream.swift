@@ -11,9 +11,14 @@ final class RawUpstream: @unchecked Sendable {
         var bytes: [UInt8]
         /// Close the connection after the response.
         var close = false
-        init(_ text: String, close: Bool = false) {
+        /// Bytes written `after` the response (a broken upstream's stray body or second answer).
+        var later: [UInt8] = []
+        var after = TimeAmount.milliseconds(100)
+        init(_ text: String, close: Bool = false, later: String = "", after: TimeAmount = .milliseconds(100)) {
             bytes = Array(text.utf8)
             self.close = close
+            self.later = Array(later.utf8)
+            self.after = after
         }
     }
 
@@ -57,6 +62,7 @@ final class RawUpstream: @unchecked Sendable {
         let state: NIOLockedValueBox<(requests: [Request], connections: Int)>
         let script: @Sendable (String) -> Answer
         var received: [UInt8] = []
+        var framing = Framing()
 
         init(connection: Int, state: NIOLockedValueBox<(requests: [Request], connections: Int)>, script: @escaping @Sendable (String) -> Answer) {
             self.connection = connection
@@ -66,32 +72,62 @@ final class RawUpstream: @unchecked Sendable {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             received += unwrapInboundIn(data).readableBytesView
-            while let length = Self.requestLength(received) {
+            while let length = framing.requestLength(received) {
                 let bytes = Array(received[..<length])
                 received.removeFirst(length)
+                framing = Framing()
                 state.withLockedValue { $0.requests.append(Request(connection: connection, bytes: bytes)) }
                 let line = String(decoding: bytes.prefix { $0 != UInt8(ascii: "\r") }, as: UTF8.self)
                 let answer = script(line)
                 let written = context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: answer.bytes)))
                 if answer.close { written.assumeIsolated().whenComplete { _ in context.close(promise: nil) } }
+                if !answer.later.isEmpty {
+                    context.eventLoop.assumeIsolated().scheduleTask(in: answer.after) {
+                        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: answer.later)), promise: nil)
+                    }
+                }
             }
         }
+    }
 
-        /// Where the first complete request in `bytes` ends.
-        static func requestLength(_ bytes: [UInt8]) -> Int? {
-            let text = String(decoding: bytes, as: UTF8.self)
-            guard let headEnd = text.utf8.firstRange(of: "\r\n\r\n".utf8) else { return nil }
-            let head = text[..<headEnd.lowerBound].lowercased()
-            let bodyStart = text.utf8.distance(from: text.startIndex, to: headEnd.upperBound)
-            if head.contains("transfer-encoding: chunked") {
-                guard let last = bytes[bodyStart...].firstRange(of: Array("\r\n0\r\n\r\n".utf8)) else {
-                    return bytes[bodyStart...].starts(with: Array("0\r\n\r\n".utf8)) ? bodyStart + 5 : nil
+    /// Where the first request in a growing buffer ends. Each read scans only
+    /// the bytes not scanned before: a large upload costs time linear in its size.
+    struct Framing {
+        private var bodyStart: Int?
+        private var length: Int?
+        private var chunked = false
+        private var scanned = 0
+
+        mutating func requestLength(_ bytes: [UInt8]) -> Int? {
+            if bodyStart == nil {
+                guard let end = Self.find(Array("\r\n\r\n".utf8), in: bytes, from: max(0, scanned - 3)) else {
+                    scanned = bytes.count
+                    return nil
                 }
-                return last.upperBound
+                bodyStart = end
+                scanned = end
+                let head = String(decoding: bytes[..<end], as: UTF8.self).lowercased()
+                chunked = head.contains("transfer-encoding: chunked")
+                length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingPrefix(" ")) } ?? 0
             }
-            let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
-                .flatMap { Int($0.dropFirst("content-length:".count).trimmingPrefix(" ")) } ?? 0
-            return bytes.count >= bodyStart + length ? bodyStart + length : nil
+            let start = bodyStart!
+            guard chunked else { return bytes.count >= start + length! ? start + length! : nil }
+            if bytes[start...].starts(with: Array("0\r\n\r\n".utf8)) { return start + 5 }
+            guard let end = Self.find(Array("\r\n0\r\n\r\n".utf8), in: bytes, from: max(start, scanned - 6)) else {
+                scanned = bytes.count
+                return nil
+            }
+            return end
+        }
+
+        /// The index just past the first `needle` at or after `from`.
+        private static func find(_ needle: [UInt8], in bytes: [UInt8], from: Int) -> Int? {
+            guard bytes.count >= needle.count, from <= bytes.count - needle.count else { return nil }
+            for i in from...(bytes.count - needle.count) where bytes[i] == needle[0] {
+                if bytes[i..<(i + needle.count)].elementsEqual(needle) { return i + needle.count }
+            }
+            return nil
         }
     }
 }
