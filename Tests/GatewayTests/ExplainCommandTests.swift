@@ -212,4 +212,45 @@ import Testing
             """), "\(result.out)")
         #expect(result.out.contains("then refresh via auth POST /token, then retry"))
     }
+
+    /// A prefix mapped to another keeping the rest, and a template value that
+    /// would make a dot segment: the daemon (over HTTP/1.1 and h2c) and
+    /// explain agree, byte for byte.
+    @Test func prefixRewritingAndTemplateRefusalsAreTheDaemonsAndExplains() async throws {
+        let upstream = RawUpstream { _ in .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") }
+        let upstreamPort = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("explain-prefix-\(getpid()).yaml")
+        try """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {legacy: {url: "http://127.0.0.1:\(upstreamPort)/base"}}
+            routes:
+              - {name: v2, match: {prefix: /api/}, upstream: legacy, rewrite: {prefix: /v2/}}
+              - name: posts
+                match: {prefix: /posts}
+                upstream: legacy
+                rewrite: {path: "/users/{uid}/posts/{pid}", params: {uid: {required: true}, pid: {required: true}}}
+            """.write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let gateway = try SpawnedGateway(config: config.path)
+        defer { gateway.stop() }
+        #expect(try await curlDetached(["http://127.0.0.1:\(gateway.port)/api/a/b?x=1"]).text == "ok")
+        let explained = try run(["explain", "-c", config.path, "GET", "/api/a/b?x=1"])
+        let sent = try #require(upstream.requests.first?.text)
+        #expect(sent.hasPrefix("GET /base/v2/a/b?x=1 HTTP/1.1\r\n"))
+        #expect(explained.status == 0 && explained.out.contains("\nGET /base/v2/a/b?x=1 HTTP/1.1\r\n"), "\(explained.out)")
+        #expect(try await curlDetached(["--http2-prior-knowledge", "http://127.0.0.1:\(gateway.port)/api/c"]).text == "ok")
+        #expect(upstream.requests.last?.text.hasPrefix("GET /base/v2/c HTTP/1.1\r\n") == true)
+        // Dot segments from a template's values: a 400 naming the parameter, the upstream untouched.
+        let count = upstream.requests.count
+        for peer in [[], ["--http2-prior-knowledge"]] {
+            let refused = try await curlDetached(peer + ["-i", "http://127.0.0.1:\(gateway.port)/posts?uid=..&pid=.."]).text
+            #expect(refused.contains(" 400") && refused.contains("urn:gatewayd:problem:invalid-parameter")
+                && refused.contains("parameter 'uid' would make a '.' or '..' segment of the upstream path"), "\(refused)")
+        }
+        #expect(upstream.requests.count == count)
+        let shown = try run(["explain", "-c", config.path, "GET", "/posts?uid=..&pid=.."])
+        #expect(shown.status == 1 && shown.out.contains("HTTP/1.1 400 Bad Request")
+            && shown.out.contains("parameter 'uid' would make a '.' or '..' segment of the upstream path"), "\(shown.out)")
+    }
 }

@@ -2,8 +2,28 @@ import Rewriter
 import Yams
 
 extension ConfigReader {
-    func readRule(_ node: Node, _ path: String) -> Rule? {
-        guard let fields = mapping(node, path, known: ["method", "path", "from", "encoding", "query", "params", "actual", "max_json_depth"]) else { return nil }
+    /// `rewrite`: its translation rule (nil when it only replaces a prefix,
+    /// so the route stays a pass-through) and its `prefix`.
+    func readRewrite(_ node: Node, _ path: String) -> (rule: Rule?, prefix: String?) {
+        guard let fields = mapping(node, path, known: ["prefix", "method", "path", "from", "encoding", "query", "params", "actual", "max_json_depth"])
+        else { return (nil, nil) }
+        var prefix: String?
+        if let n = fields.take("prefix"), let text = string(n, fields.path("prefix")) {
+            if !text.hasPrefix("/") || text.split(separator: "/").contains(where: { PathSegment.dots($0.utf8) > 0 }) || text.contains("?") || text.contains("#") {
+                report(n, fields.path("prefix"), "expected a path starting with '/' without '.' or '..' segments, '?' or '#', found '\(text)'")
+            } else {
+                prefix = text
+            }
+            if fields.has("path") { report(n, fields.path("prefix"), "give either prefix or path, not both") }
+            if fields.keys.count == 1 {
+                fields.finish()
+                return (nil, prefix)
+            }
+        }
+        return (readRule(fields, path), prefix)
+    }
+
+    private func readRule(_ fields: Fields, _ path: String) -> Rule? {
         defer { fields.finish() }
         var rule = Rule()
         if let n = fields.take("method"), let method = string(n, fields.path("method")) {

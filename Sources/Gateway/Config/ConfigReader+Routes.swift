@@ -25,7 +25,13 @@ extension ConfigReader {
         }
         var route = RouteConfig(name: name ?? "", upstream: upstream ?? "")
         if let n = fields.take("match") { route.match = readMatch(n, fields.path("match")) }
-        if let n = fields.take("rewrite") { route.rewrite = readRule(n, fields.path("rewrite")) }
+        if let n = fields.take("rewrite") {
+            (route.rewrite, route.prefixRewrite) = readRewrite(n, fields.path("rewrite"))
+            if route.prefixRewrite != nil, case .prefix = route.match.path {} else if route.prefixRewrite != nil {
+                report(n, fields.path("rewrite.prefix"), "replaces the route's match.prefix, which it has not")
+            }
+            if let template = route.rewrite?.path { checkSupplied(template, route: route, n.mapping?["path"] ?? n, fields.path("rewrite.path")) }
+        }
         if let n = fields.take("headers") { route.headers = readHeaderRules(n, fields.path("headers")) }
         if let n = fields.take("response_headers") { route.responseHeaders = readHeaderRules(n, fields.path("response_headers")) }
         if let n = fields.take("keep_host"), let v = bool(n, fields.path("keep_host")) { route.keepHost = v }
@@ -67,6 +73,18 @@ extension ConfigReader {
             report(node, fields.path("retry.per_try_timeout"), "is longer than the route's timeout (\(DurationParser.format(timeout)))")
         }
         return name == nil || upstream == nil ? nil : route
+    }
+
+    /// Every variable of a template's path is supplied by a capture of
+    /// `match.path` or a declared parameter: anything else would expand to
+    /// nothing unless a client happened to send it.
+    private func checkSupplied(_ template: URITemplate, route: RouteConfig, _ node: Node, _ path: String) {
+        let captures: [String] = if case .pattern(let pattern) = route.match.path { pattern.captureNames } else { [] }
+        let declared = route.rewrite?.params.map(\.name) ?? []
+        for name in template.pathVariableNames where !captures.contains(name) && !declared.contains(name) {
+            let hint = if case .prefix = route.match.path { "; to keep the rest of a prefix, use rewrite.prefix" } else { "" }
+            report(node, path, "{\(name)} is supplied by nothing: not a capture of match.path, not in rewrite.params\(hint)")
+        }
     }
 
     func readRateLimit(_ node: Node, _ path: String) -> RateLimitConfig? {

@@ -215,6 +215,8 @@ public struct RouteConfig: Sendable {
     public var rateLimit: RateLimitConfig?
     /// Protocols a client may switch to (`Upgrade`, lower case), e.g. `websocket`: the call becomes a tunnel.
     public var upgrade: [String] = []
+    /// `rewrite.prefix`: replaces the `match.prefix` a path starts with, the rest kept (Envoy's `prefix_rewrite`).
+    public var prefixRewrite: String?
 
     public init(
         name: String, match: RouteMatch = RouteMatch(), upstream: String, rewrite: Rule? = nil,

@@ -51,5 +51,19 @@ public struct PathPattern: Sendable, Hashable {
         self.segments = segments
     }
 
-    public var hasCaptures: Bool { segments.contains { if case .capture = $0 { true } else { false } } }
+    public var hasCaptures: Bool { !captureNames.isEmpty }
+
+    public var captureNames: [String] { segments.compactMap { if case .capture(let name) = $0 { name } else { nil } } }
+}
+
+extension RouteConfig {
+    /// `target` with the `match.prefix` it starts with replaced by
+    /// `rewrite.prefix` (the rest kept, repeated slashes merged as in the
+    /// client's path); unchanged when the route replaces no prefix.
+    func replacingPrefix(of target: String) -> String {
+        guard let replacement = prefixRewrite, case .prefix(let prefix) = match.path, target.hasPrefix(prefix) else { return target }
+        let replaced = replacement + target.dropFirst(prefix.count)
+        let queryStart = replaced.firstIndex(of: "?") ?? replaced.endIndex
+        return String(PathNormalization.normalize(replaced[..<queryStart])) + replaced[queryStart...]
+    }
 }

@@ -59,6 +59,7 @@ public struct UpstreamRequest: Sendable, Hashable {
         headers.remove("Content-Length")
         headers.remove("Transfer-Encoding")
 
+        let target = route.replacingPrefix(of: target)
         // Each request built once, whole: editing its target afterwards copied it.
         guard let rule = route.rewrite else {
             let joined = upstream.url.map { $0.join(target) } ?? target

@@ -11,6 +11,7 @@ public enum RouteTable {
             out += "routes[\(index)] \(route.name)\n"
             line(&out, "match", match(route.match))
             line(&out, "upstream", upstream.flatMap { $0.url.map { "\(route.upstream) \($0.description)" } } ?? "\(route.upstream) (built-in echo)")
+            if let prefix = route.prefixRewrite { line(&out, "rewrite", "prefix -> \(prefix)") }
             if let rule = route.rewrite { line(&out, "rewrite", rewrite(rule)) }
             if !route.headers.isEmpty { line(&out, "headers", headers(route.headers)) }
             if !route.responseHeaders.isEmpty { line(&out, "response", headers(route.responseHeaders)) }

@@ -43,6 +43,21 @@ public struct URITemplate: Sendable, Hashable, CustomStringConvertible {
     /// Every variable name the template mentions, in order of appearance.
     public let variableNames: [String]
 
+    /// The variables of the path: those before its first literal `?` or
+    /// `{?...}` / `{&...}` expression.
+    public var pathVariableNames: [String] {
+        var names: [String] = []
+        for part in parts {
+            switch part {
+            case .literal(let bytes) where bytes.contains(UInt8(ascii: "?")): return names
+            case .expression(let e) where e.op == .query || e.op == .continuation: return names
+            case .expression(let e): for v in e.variables where !names.contains(v.name) { names.append(v.name) }
+            case .literal: continue
+            }
+        }
+        return names
+    }
+
     /// True when an expression uses the fragment operator `{#...}`.
     public var hasFragment: Bool {
         parts.contains { if case .expression(let e) = $0 { e.op == .fragment } else { false } }
