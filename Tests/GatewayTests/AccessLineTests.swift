@@ -8,7 +8,7 @@ import Testing
 /// it: hostile values (quotes, control characters, any UTF-8, long) come
 /// back whole from the JSON and logfmt a reader parses. Runs under
 /// AddressSanitizer (`scripts/sanitize address`).
-@Suite struct AccessLineTests {
+@Suite(.ownThreads) struct AccessLineTests {
     /// A line of `fields` text values plus a few numbers, as a string.
     static func write(_ format: AccessLine.Format, texts: [String], numbers: Bool = true) -> String {
         var clock = AccessLine.Clock()

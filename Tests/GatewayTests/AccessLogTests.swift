@@ -4,7 +4,7 @@ import Testing
 
 /// The access log on the wire: one line per call across a reload, a
 /// reopen (logrotate) and SIGTERM.
-@Suite struct AccessLogTests {
+@Suite(.ownThreads) struct AccessLogTests {
     @Test func everyCallIsOneLineAcrossReloadReopenAndStop() async throws {
         let upstream = RawUpstream { line in
             line.hasPrefix("GET /bad") ? .init("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")

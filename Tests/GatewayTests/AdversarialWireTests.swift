@@ -6,7 +6,7 @@ import Testing
 /// Inputs an attacker would send, on the wire against a real upstream
 /// socket: each is refused (and what reached the upstream is checked), and
 /// the daemon answers a normal call right after.
-@Suite struct AdversarialWireTests {
+@Suite(.ownThreads) struct AdversarialWireTests {
     /// A raw upstream that answers every request with "ok".
     static func upstream() -> RawUpstream {
         RawUpstream { _ in .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") }

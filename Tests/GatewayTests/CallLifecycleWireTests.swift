@@ -6,7 +6,7 @@ import Testing
 /// The call's lifecycle on real sockets: a timer or completion of one call
 /// never acts on another, nothing is sent twice unasked, and a client that
 /// resets streams as fast as it can neither crashes the daemon nor goes unlogged.
-@Suite struct CallLifecycleWireTests {
+@Suite(.ownThreads) struct CallLifecycleWireTests {
     /// Answers `/…/slow` after 800 ms and `/…/next` after 500 ms.
     static func slowUpstream() -> RecordingUpstream {
         RecordingUpstream { request in
@@ -180,9 +180,9 @@ import Testing
         #expect(body.contains(#""detail":"upstream down: could not connect""#), "\(body)")
         #expect(!body.contains("127.0.0.1") && !body.contains("errno"))
         var line: Substring?
-        for _ in 0..<100 where line == nil {
+        _ = waitUntil(10) {
             line = gateway.log.split(separator: "\n").first { $0.contains("outcome=gateway") }
-            if line == nil { usleep(20_000) }
+            return line != nil
         }
         #expect(line?.contains(#"reason="connect-failure: 127.0.0.1:1"#) == true, "\(line ?? "no access line")")
     }
@@ -201,13 +201,9 @@ import Testing
         // The gateway closes the client's connection after the cut; the line
         // for it must not be followed by a second one ("client-gone") for the same call.
         #expect(try curl(["-s", "http://127.0.0.1:\(gateway.port)/next"]).status == 18)
-        var lines: [Substring] = []
-        for _ in 0..<100 where lines.count < 2 {
-            lines = gateway.log.split(separator: "\n").filter { $0.contains("gatewayd.access") }
-            if lines.count < 2 { usleep(20_000) }
-        }
+        _ = waitUntil(10) { gateway.log.split(separator: "\n").count { $0.contains("gatewayd.access") } >= 2 }
         usleep(200_000)
-        lines = gateway.log.split(separator: "\n").filter { $0.contains("gatewayd.access") }
+        let lines = gateway.log.split(separator: "\n").filter { $0.contains("gatewayd.access") }
         #expect(lines.count == 2, "\(lines)")
         #expect(lines.allSatisfy { $0.contains("outcome=cut-short-reset") }, "\(lines)")
     }

@@ -4,7 +4,7 @@ import Testing
 
 /// The call's lifecycle without sockets: every late timer and completion
 /// carries the token of what started it, and is ignored once that has ended.
-@Suite struct CallStateMachineTests {
+@Suite(.ownThreads) struct CallStateMachineTests {
     /// Any clock's instants do: these tests pass time by hand.
     typealias Machine = CallStateMachine<ContinuousClock.Instant>
     typealias Token = Machine.Token

@@ -2,7 +2,7 @@ import Rewriter
 import Testing
 @testable import Gateway
 
-@Suite struct ConfigErrorTests {
+@Suite(.ownThreads) struct ConfigErrorTests {
     func issues(_ yaml: String, environment: [String: String] = [:]) -> [String] {
         do {
             _ = try ConfigLoader.load(yaml: yaml, file: "t.yaml", environment: environment)

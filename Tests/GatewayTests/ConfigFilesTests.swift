@@ -3,7 +3,7 @@ import Testing
 @testable import Gateway
 
 /// Every file in config/ loads and checks, so examples never rot.
-@Suite struct ConfigFilesTests {
+@Suite(.ownThreads) struct ConfigFilesTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let environment = ["REPORTS_KEY": "k-123", "CLIENT_SECRET": "s3cret"]
 

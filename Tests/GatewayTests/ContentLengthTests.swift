@@ -4,7 +4,7 @@ import Testing
 
 /// Content-Length is held to one rule on both protocols, checked against
 /// the body that came, and only one canonical decimal goes upstream.
-@Suite struct ContentLengthTests {
+@Suite(.ownThreads) struct ContentLengthTests {
     static func gateway(_ upstreamPort: Int) async throws -> GatewayHarness {
         try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The docs hold what the code accepts.
-@Suite struct DocsTests {
+@Suite(.ownThreads) struct DocsTests {
     static let root = ExplainCommandTests.root
 
     /// Every key the config loader knows (its `known: [...]` lists) is in docs/configuration.md.

@@ -3,7 +3,7 @@ import Testing
 @testable import Gateway
 
 /// The default config served on a real socket (port 0), called with curl.
-@Suite struct EchoListenerTests {
+@Suite(.ownThreads) struct EchoListenerTests {
     @Test func defaultConfigAnswersThroughEcho() async throws {
         var config = try ConfigLoader.load(file: ConfigFilesTests.root.appendingPathComponent("config/gatewayd.yaml").path).config
         config.listeners[0].address.port = 0

@@ -6,7 +6,7 @@ import Testing
 
 /// The gateway started from Swift code with a config, request modifiers and
 /// an access-log destination of the embedder's.
-@Suite struct EmbeddingTests {
+@Suite(.ownThreads) struct EmbeddingTests {
     struct SignRequests: RequestModifier {
         func modify(_ request: inout UpstreamRequest, context: ModifierContext) async throws {
             if request.target.contains("forbidden") {

@@ -3,7 +3,7 @@ import Testing
 
 /// Endpoint health and picking as values: checks, outlier ejections and
 /// panic mode in every order that matters, without sockets or sleeps.
-@Suite struct EndpointHealthTests {
+@Suite(.ownThreads) struct EndpointHealthTests {
     typealias Health = EndpointHealth<ContinuousClock.Instant>
     let t0 = ContinuousClock.now
 

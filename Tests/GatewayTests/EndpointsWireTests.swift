@@ -6,7 +6,7 @@ import Testing
 /// Several real upstream sockets behind one upstream: balance, health
 /// checks, validator-driven outlier ejection, retries to another endpoint,
 /// panic mode, circuit breakers and a reload, counted where the requests landed.
-@Suite struct EndpointsWireTests {
+@Suite(.ownThreads) struct EndpointsWireTests {
     static func upstreams(_ count: Int, answer: @escaping @Sendable (Int, RecordingUpstream.Request) -> RecordingUpstream.Reply = { _, _ in
         .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"ok":true}"#.utf8))
     }) async throws -> ([RecordingUpstream], [Int]) {
@@ -37,12 +37,7 @@ import Testing
 
     /// Polls (up to `seconds`) until `condition` holds.
     static func eventually(_ seconds: Double, _ condition: () throws -> Bool) async throws -> Bool {
-        let end = Date().addingTimeInterval(seconds)
-        while Date() < end {
-            if try condition() { return true }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return try condition()
+        try waitUntil(seconds, condition)
     }
 
     @Test(arguments: [Balance.roundRobin, .leastRequest, .random])
@@ -162,7 +157,7 @@ import Testing
 
     @Test func pastMaxPendingOrMaxRequestsACallGets503AtOnce() async throws {
         // The upstream holds each call long enough to be seen in flight and waiting on any machine.
-        let (upstreams, ports) = try await Self.upstreams(1) { _, _ in .respond(status: 200, headers: [], body: Array("slow".utf8), delay: .seconds(30)) }
+        let (upstreams, ports) = try await Self.upstreams(1) { _, _ in .respond(status: 200, headers: [], body: Array("slow".utf8), delay: .seconds(300)) }
         defer { Task { await upstreams[0].stop() } }
         for pending in [true, false] {
             let gateway = try await GatewayHarness.start("""
@@ -173,13 +168,14 @@ import Testing
                 """, threads: 1)
             func count(_ key: String) throws -> Int { try Self.upstreamsJSON(gateway).first?[key] as? Int ?? -1 }
             // Started as processes at once (a Task might wait for a free thread).
-            let call = { (path: String) in try BackgroundPeer("/usr/bin/curl", ["-s", "-i", "--max-time", "20", "\(gateway.base)\(path)"]) }
+            // The held calls outlast any wait below however busy the machine is; they are ended at the end.
+            let call = { (path: String) in try BackgroundPeer("/usr/bin/curl", ["-s", "-i", "--max-time", "120", "\(gateway.base)\(path)"]) }
             let first = try call("/a")
-            #expect(try await Self.eventually(10) { try count("in_flight") == 1 })
+            #expect(try await Self.eventually(30) { try count("in_flight") == 1 })
             var waiting: BackgroundPeer?
             if pending {
                 waiting = try call("/b")
-                #expect(try await Self.eventually(10) { try count("pending") == 1 })
+                #expect(try await Self.eventually(30) { try count("pending") == 1 })
             }
             // Refused at once, not queued until a connection frees (it would then be a 200).
             let refused = try call("/c").finish()

@@ -4,7 +4,7 @@ import Testing
 /// One connection's or stream's exchanges without sockets: waits, pipelining,
 /// drain, malformed input, and one access line per exchange. (`#expect`
 /// cannot hold a mutating call: each event's result is taken first.)
-@Suite struct ExchangeStateMachineTests {
+@Suite(.ownThreads) struct ExchangeStateMachineTests {
     typealias Machine = ExchangeStateMachine<ContinuousClock.Instant>
     let t0 = ContinuousClock.now
 

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `gatewayd explain` and `check` run as a subprocess of the built binary.
-@Suite struct ExplainCommandTests {
+@Suite(.ownThreads) struct ExplainCommandTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static var binary: String {
         ProcessInfo.processInfo.environment["GATEWAYD_BIN"] ?? root.appendingPathComponent(".build/debug/gatewayd").path

@@ -4,7 +4,7 @@ import Testing
 
 /// Calls through the gateway to a recording upstream on real sockets, with
 /// curl, nghttp and raw sockets as the client.
-@Suite(.serialized) struct ForwardingTests {
+@Suite(.serialized, .ownThreads) struct ForwardingTests {
     func withGateway(
         routes: String, upstream: RecordingUpstream = RecordingUpstream(), limits: String = "{}",
         _ body: (GatewayHarness, RecordingUpstream) async throws -> Void

@@ -2,7 +2,7 @@ import Testing
 @testable import Gateway
 
 /// How an HTTP/1.1 client connection reads and ends, without sockets.
-@Suite struct HTTP1ConnectionStateMachineTests {
+@Suite(.ownThreads) struct HTTP1ConnectionStateMachineTests {
     @Test func keepAliveReadsTheNextPipelinedRequest() {
         var machine = HTTP1ConnectionStateMachine()
         let action = machine.responseEnded(close: false, unreadInput: true)

@@ -7,7 +7,7 @@ import Testing
 /// The HTTP/1.1 request and answer readers, fed each message whole, byte by
 /// byte and split at every position: the parts must not depend on how the
 /// bytes arrived, and everything RFC 9112 lets a reader refuse is refused.
-@Suite struct HTTP1DecoderTests {
+@Suite(.ownThreads) struct HTTP1DecoderTests {
     /// Parts as text: "GET /a HTTP/1.1 [Host: x]", "body:hello" (consecutive
     /// body parts joined), "end".
     static func requestParts(_ chunks: [[UInt8]], maxHeadBytes: Int = 4096) throws(HTTP1ParseError) -> [String] {

@@ -3,7 +3,7 @@ import Testing
 
 /// The orderings of an upstream connection's events, without sockets: it
 /// goes back to the pool only when every byte it read belonged to the answer.
-@Suite struct HTTP1UpstreamStateMachineTests {
+@Suite(.ownThreads) struct HTTP1UpstreamStateMachineTests {
     typealias Machine = HTTP1UpstreamStateMachine
 
     static func answered(keepAlive: Bool = true) -> Machine {

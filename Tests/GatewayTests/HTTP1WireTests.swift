@@ -5,7 +5,7 @@ import Testing
 /// gatewayd's own HTTP/1.1 codec against real sockets: answers framed every
 /// way an upstream frames them reach curl whole, and requests reach the
 /// upstream as exact bytes.
-@Suite struct HTTP1WireTests {
+@Suite(.ownThreads) struct HTTP1WireTests {
     static func withRawGateway(_ body: (GatewayHarness, RawUpstream) async throws -> Void) async throws {
         let upstream = RawUpstream { line in
             switch line.split(separator: " ")[1] {

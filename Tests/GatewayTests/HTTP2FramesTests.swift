@@ -3,7 +3,7 @@ import Testing
 @testable import Gateway
 
 /// HTTP/2 spoken frame by frame through libnghttp2, valid and malformed.
-@Suite struct HTTP2FramesTests {
+@Suite(.ownThreads) struct HTTP2FramesTests {
     static let yaml = """
         listeners: [{address: 127.0.0.1:0, protocols: [http1, h2c]}]
         routes: [{name: echo, upstream: echo, response_headers: {set: {X-Route: echo}}}]

@@ -8,7 +8,7 @@ import Testing
 /// length around each power of two (where ByteBuffer's capacity ends), and
 /// random ones. A size measured one byte short traps in the writer (and
 /// wrote past the buffer before it checked).
-@Suite struct HeadWriterRoundTripTests {
+@Suite(.ownThreads) struct HeadWriterRoundTripTests {
     /// A request head of exactly `total` bytes (at least 70).
     static func request(totalBytes total: Int, random: inout SplitMix64) -> (method: String, target: String, headers: HeaderList) {
         let methods = ["GET", "POST", "PATCH", "DELETE"]

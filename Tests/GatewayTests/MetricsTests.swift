@@ -4,7 +4,7 @@ import Testing
 @testable import Gateway
 
 /// What the metrics count, read from swift-metrics' test kit.
-@Suite struct MetricsTests {
+@Suite(.ownThreads) struct MetricsTests {
     @Test func echoCallsAreTriesAndUnroutedCallsMakeNoTrySeries() async throws {
         let metrics = TestMetrics()
         let gateway = try await GatewayHarness.start("""

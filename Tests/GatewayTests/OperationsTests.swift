@@ -4,7 +4,7 @@ import Testing
 
 /// The built binary as systemd and operators drive it: notifications,
 /// reload under load, graceful drain, the admin endpoint, logs.
-@Suite(.serialized) struct OperationsTests {
+@Suite(.serialized, .ownThreads) struct OperationsTests {
     private static func writeConfig(_ yaml: String, to url: URL) throws {
         // Written whole, then renamed: a reload never reads half a file.
         try yaml.write(to: url, atomically: true, encoding: .utf8)
@@ -120,7 +120,7 @@ import Testing
             BackgroundPeer("/usr/bin/curl", curlFlags + ["-i", "\(base)/slow"]),
             BackgroundPeer("/usr/bin/nghttp", ["-v", "\(base)/slow"]),
         ]
-        while upstream.requests.count < 4 { usleep(20_000) }
+        #expect(waitUntil(30) { upstream.requests.count >= 4 })
         gateway.signal(SIGTERM)
         usleep(300_000)
         // No longer accepting: a new connection is refused; not ready.
@@ -162,7 +162,7 @@ import Testing
         defer { gateway.stop() }
         let call = try BackgroundPeer("/usr/bin/curl", ["-s", "-o", "/dev/null", "--max-time", "15", "http://127.0.0.1:\(gateway.port)/slow"])
         defer { call.process.terminate() }
-        while upstream.requests.isEmpty { usleep(20_000) }
+        #expect(waitUntil(30) { !upstream.requests.isEmpty })
         gateway.signal(SIGTERM)
         // Draining: the slow call holds the process (up to drain_timeout).
         #expect(gateway.waitForExit(timeout: 1) == nil)

@@ -4,7 +4,7 @@ import Testing
 
 /// Routing and the upstream read the same path; HTTP/2 requests become the
 /// HTTP/1.1 requests RFC 9113 §8.2.3 and §8.3.1 say they are.
-@Suite struct PathNormalizationTests {
+@Suite(.ownThreads) struct PathNormalizationTests {
     @Test(arguments: [
         ("/", "/"), ("/a/b", "/a/b"), ("/api/../search", "/search"), ("/a/./b", "/a/b"), ("/a/b/..", "/a/"),
         ("/a/b/.", "/a/b/"), ("/../../etc", "/etc"), ("/a//b///c", "/a/b/c"), ("//", "/"), ("/a/", "/a/"),

@@ -3,7 +3,7 @@ import Testing
 
 /// HTTP/1.1 pipelining on real sockets: requests sent back to back in one
 /// write are answered one by one, in order, each with its own body.
-@Suite struct PipeliningTests {
+@Suite(.ownThreads) struct PipeliningTests {
     /// A gateway with `routes` to upstream `app`, which answers every
     /// request with "METHOD URI BODY-BYTES" (after 200 ms for /slow).
     static func withGateway(routes: String, _ body: (GatewayHarness, RecordingUpstream) async throws -> Void) async throws {

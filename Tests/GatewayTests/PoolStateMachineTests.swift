@@ -4,7 +4,7 @@ import Testing
 
 /// The pool's decisions without sockets: cancelled waiters leave at once,
 /// a freed connection goes to the next live waiter, idle ones expire.
-@Suite struct PoolStateMachineTests {
+@Suite(.ownThreads) struct PoolStateMachineTests {
     final class Connection {}
     typealias Machine = PoolStateMachine<Connection, String>
 

@@ -5,7 +5,7 @@ import Testing
 
 /// Per-route rate limits: the token bucket as a value, the limiter's memory
 /// bound, and on the wire a burst that gets exactly its allowance.
-@Suite struct RateLimitTests {
+@Suite(.ownThreads) struct RateLimitTests {
     @Test func aBucketRefillsContinuouslyUpToItsCapacity() {
         var bucket = TokenBucket(capacity: 3, now: 0)
         #expect((0..<3).allSatisfy { _ in bucket.take(now: 0, rate: 1, capacity: 3) == nil })

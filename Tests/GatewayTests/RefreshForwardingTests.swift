@@ -6,7 +6,7 @@ import Testing
 
 /// Refresh-then-retry, replays and Retry-After on real sockets: a token
 /// service and an upstream that only takes the latest token.
-@Suite struct RefreshForwardingTests {
+@Suite(.ownThreads) struct RefreshForwardingTests {
     @Test func refreshOnceForConcurrentCallersThenReuse() async throws {
         let issued = NIOLockedValueBox(0)
         let auth = RecordingUpstream { request in

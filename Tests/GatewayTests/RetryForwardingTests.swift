@@ -2,7 +2,7 @@ import Testing
 @testable import Gateway
 
 /// Retries and validators on real sockets, against an upstream that fails on cue.
-@Suite struct RetryForwardingTests {
+@Suite(.ownThreads) struct RetryForwardingTests {
     /// Answers each path's scripted statuses in turn, then 200.
     static func flaky(_ script: [String: [Int]]) -> RecordingUpstream {
         RecordingUpstream.counting { request, n in

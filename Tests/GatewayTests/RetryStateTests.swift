@@ -3,7 +3,7 @@ import Testing
 @testable import Gateway
 
 /// The retry state machine on its own: explicit instants, seeded randomness, no I/O.
-@Suite struct RetryStateTests {
+@Suite(.ownThreads) struct RetryStateTests {
     let t0 = ContinuousClock.now
     var random = SplitMix64(seed: 7)
 

@@ -2,7 +2,7 @@ import Rewriter
 import Testing
 @testable import Gateway
 
-@Suite struct RouterTests {
+@Suite(.ownThreads) struct RouterTests {
     static let router: Router = {
         let yaml = """
             listeners: [{address: 127.0.0.1:0}]

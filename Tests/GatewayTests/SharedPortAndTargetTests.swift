@@ -4,7 +4,7 @@ import Testing
 
 /// What a shared http1+h2c port makes of its first bytes, and which
 /// absolute-form targets are this gateway's own.
-@Suite struct SharedPortAndTargetTests {
+@Suite(.ownThreads) struct SharedPortAndTargetTests {
     /// The frames (type, error code of a GOAWAY) in `bytes`, as far as they parse.
     static func frames(_ reply: [UInt8]) -> [(type: UInt8, code: UInt32?)] {
         var bytes = reply

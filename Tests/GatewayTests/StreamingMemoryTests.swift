@@ -3,7 +3,7 @@ import Testing
 
 /// Large bodies through the built binary must not grow its memory with their
 /// size: pass-through routes stream both ways, with backpressure.
-@Suite struct StreamingMemoryTests {
+@Suite(.ownThreads) struct StreamingMemoryTests {
     /// Runs `body` against the gatewayd binary routing everything to `upstream`,
     /// and returns how far the daemon's peak RSS rose above its RSS before.
     func peakGrowth(through upstream: RecordingUpstream, _ body: (SpawnedGateway) throws -> Void) async throws -> Int {
@@ -70,7 +70,7 @@ import Testing
 
 /// Finished HTTP/2 streams and connections must leave nothing behind (a
 /// handler that kept its context alive once leaked ~800 bytes per stream).
-@Suite struct StreamLeakTests {
+@Suite(.ownThreads) struct StreamLeakTests {
     @Test func manyHTTP2StreamsDoNotGrowMemory() async throws {
         let upstream = RecordingUpstream(keepBodies: false)
         let port = try await upstream.start()

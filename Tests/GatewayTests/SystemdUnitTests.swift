@@ -4,7 +4,7 @@ import Testing
 
 /// systemd/gatewayd.service and gatewayd.socket as systemd reads them, with the built binary
 /// installed where the unit expects it (in a scratch root).
-@Suite struct SystemdUnitTests {
+@Suite(.ownThreads) struct SystemdUnitTests {
     static let unit = ExplainCommandTests.root.appendingPathComponent("systemd/gatewayd.service")
 
     @Test func systemdAnalyzeVerifyPassesWithoutWarnings() throws {

@@ -4,7 +4,7 @@ import Testing
 @testable import Gateway
 
 /// TLS listeners: ALPN picks h2 or http/1.1; curl and nghttp as clients.
-@Suite struct TLSListenerTests {
+@Suite(.ownThreads) struct TLSListenerTests {
     static func makeCertificate() throws -> (certificate: String, key: String) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tls-\(getpid())-\(UInt32.random(in: 0 ... .max))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -6,7 +6,7 @@ import Testing
 /// new span for the gateway's hop, a missing one is started, a malformed one
 /// is refused (replaced, its tracestate dropped); the trace id is logged and
 /// named in problem responses.
-@Suite struct TraceContextTests {
+@Suite(.ownThreads) struct TraceContextTests {
     static let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
     static func parts(_ traceparent: String?) -> [String] { traceparent?.split(separator: "-").map(String.init) ?? [] }

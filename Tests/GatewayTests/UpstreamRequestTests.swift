@@ -2,7 +2,7 @@ import Rewriter
 import Testing
 @testable import Gateway
 
-@Suite struct UpstreamRequestTests {
+@Suite(.ownThreads) struct UpstreamRequestTests {
     func config(_ routes: String, upstreams: String = "legacy: {url: 'http://10.0.0.1:9000/base/?k=1', headers: {set: {X-Up: up, X-Both: up}}}") throws -> GatewayConfig {
         try ConfigLoader.load(yaml: "listeners: [{address: 127.0.0.1:0}]\nupstreams: {\(upstreams)}\nroutes:\n\(routes)").config
     }

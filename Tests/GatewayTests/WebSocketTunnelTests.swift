@@ -6,7 +6,7 @@ import Testing
 /// `websockets`): the upgrade, echoes both ways, 10 MiB each way with
 /// bounded memory, the close handshake, drain with a tunnel open, and an
 /// upgrade on a route that does not allow it.
-@Suite(.serialized) struct WebSocketTunnelTests {
+@Suite(.serialized, .ownThreads) struct WebSocketTunnelTests {
     static let peer = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers/ws_peer.py").path
 
     /// Stops the echo server. SIGKILL: a child may inherit a signal mask

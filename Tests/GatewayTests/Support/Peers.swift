@@ -61,6 +61,17 @@ struct BackgroundPeer {
     }
 }
 
+/// Polls `condition` until it holds or `seconds` pass; whether it held.
+/// Every wait in the tests has such a deadline.
+func waitUntil(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+    let end = Date().addingTimeInterval(seconds)
+    while Date() < end {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return try condition()
+}
+
 func curl(_ arguments: [String]) throws -> PeerResult {
     try runPeer("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
 }
