@@ -36,13 +36,27 @@ struct ExplainCommand: ParsableCommand {
     @Argument(help: "The request target, e.g. '/search?q=swift'.")
     var target: String
 
+    /// What the daemon's reader would refuse before any check of its own: said here, with explain's usage.
+    func validate() throws {
+        guard HeaderList.isValidName(method) else { throw ValidationError("'\(method)' is not a method: one token, such as GET") }
+        let lower = target.lowercased()
+        guard target.hasPrefix("/") || lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
+            throw ValidationError("'\(target)' is not a request target: it starts with '/' ('/\(target)'), or is an absolute URL")
+        }
+        for header in headers where !header.contains(":") { throw ValidationError("-H '\(header)' is not 'Name: value'") }
+        if let data, data.hasPrefix("@") {
+            let path = String(data.dropFirst())
+            let file = open(path, O_RDONLY)
+            guard file >= 0 else { throw ValidationError("-d @\(path): cannot read \(path): \(String(cString: strerror(errno)))") }
+            close(file)
+        }
+    }
+
     func run() throws {
         let config = try options.load().config
         var headerList = HeaderList()
         for header in headers {
-            guard let colon = header.firstIndex(of: ":") else {
-                throw ValidationError("-H '\(header)' is not 'Name: value'")
-            }
+            let colon = header.firstIndex(of: ":")!
             let value = header[header.index(after: colon)...].drop { $0 == " " || $0 == "\t" }
             headerList.add(String(header[..<colon]), String(value))
         }
@@ -68,8 +82,8 @@ struct ExplainCommand: ParsableCommand {
         let scheme = config.listeners.first?.tls == nil ? "http" : "https"
         switch Explanation.explain(method: method, target: target, headers: headerList, body: body, config: config,
                                    client: ClientInfo(address: client, scheme: scheme, requestID: requestID)) {
-        case .answered(let problem):
-            try fail(with: problem)
+        case .answered(let problem, let extraHeaders):
+            try fail(with: problem, extraHeaders: extraHeaders)
         case .forwarded(let route, let index, let upstream, let description, let request):
             write("# route \(route) (routes[\(index)]) -> upstream \(upstream) (\(description))\n")
             if headerList["X-Request-Id"] != requestID {
@@ -79,9 +93,9 @@ struct ExplainCommand: ParsableCommand {
         }
     }
 
-    private func fail(with problem: Problem) throws {
+    private func fail(with problem: Problem, extraHeaders: HeaderList) throws {
         write("# the gateway answers the client itself:\n")
-        write(problem.wireFormat)
+        write(problem.wireFormat(extraHeaders: extraHeaders))
         throw ExitCode.failure
     }
 

@@ -207,4 +207,27 @@ import Testing
         #expect(lines.count == 2, "\(lines)")
         #expect(lines.allSatisfy { $0.contains("outcome=cut-short-reset") }, "\(lines)")
     }
+
+    /// A refused answer tells the client no config internals, and the access
+    /// line says which check refused it; a malformed request's line names the
+    /// client and protocol its connection had.
+    @Test func refusalsTellTheClientNoInternalsAndTheAccessLineWhoAndWhy() async throws {
+        let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"status":"error"}"#.utf8)) }
+        let port = try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        let gateway = try SpawnedGateway(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {files: {url: "http://127.0.0.1:\(port)"}}
+            routes: [{name: files, upstream: files, validate: [{json: {pointer: /status, equals: "ok"}, else: fail}]}]
+            """)
+        defer { gateway.stop() }
+        let refused = try await curlDetached(["-i", "http://127.0.0.1:\(gateway.port)/f"]).text
+        #expect(refused.hasPrefix("HTTP/1.1 502 ") && refused.contains(#""detail":"the response of upstream files (upstream status 200) did not pass the route's checks""#))
+        #expect(!refused.contains("routes[0]") && !refused.contains("/status"), "\(refused)")
+        #expect(waitUntil(10) { gateway.log.contains(#"reason="routes[0].validate[0] (json /status) refused the response""#) }, "\(gateway.log)")
+        let twoHosts = try rawExchange(port: gateway.port, Array("GET /f HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".utf8))
+        #expect(twoHosts.hasPrefix("HTTP/1.1 400 "))
+        #expect(waitUntil(10) { gateway.log.split(separator: "\n").contains { $0.contains("status=400") && $0.contains("client=127.0.0.1 proto=HTTP/1.1") } },
+                "\(gateway.log)")
+    }
 }

@@ -12,6 +12,12 @@ import Testing
         }
     }
 
+    @Test func aBadURLIsReportedWithTheUpstreamsOtherProblems() {
+        let found = issues("listeners: [{address: 127.0.0.1:1}]\nupstreams: {legacy: {url: ftp://example.com, connect_timeout: fast}}")
+        #expect(found.count == 2, "\(found)")
+        #expect(found.contains { $0.contains("upstreams.legacy.url") } && found.contains { $0.contains("upstreams.legacy.connect_timeout") })
+    }
+
     @Test func everyErrorIsReportedWithLineAndKeyPath() {
         let yaml = """
             listeners:

@@ -107,6 +107,15 @@ import Testing
         #expect(foreign.status == 1 && foreign.out.contains("HTTP/1.1 400 Bad Request") && foreign.out.contains("bad-target"))
         let own = try run(["explain", "GET", "http://127.0.0.1:8080/x/../search?keywords=a"])
         #expect(own.status == 0 && own.out.contains("GET /v1/search?q=a&order=desc&version=2 HTTP/1.1\r\n"))
+        // A 405 shows the Allow the daemon sends with it.
+        let wrongMethod = try run(["explain", "DELETE", "/orders"])
+        #expect(wrongMethod.status == 1 && wrongMethod.out.contains("HTTP/1.1 405 Method Not Allowed\r\n") && wrongMethod.out.contains("\r\nAllow: POST\r\n"))
+        // What no reader would take is said with explain's usage.
+        for (arguments, message) in [(["GE T", "/x"], "'GE T' is not a method"), (["GET", "search?q=1"], "'search?q=1' is not a request target"),
+                                     (["-d", "@missing.json", "POST", "/orders"], "cannot read missing.json: No such file or directory")] {
+            let refused = try run(["explain"] + arguments)
+            #expect(refused.status == 64 && refused.err.contains(message) && refused.err.contains("Usage: gatewayd explain"), "\(refused.err)")
+        }
         let none = try run(["explain", "GET", "/nothing"])
         #expect(none.status == 1)
         #expect(none.out.contains("HTTP/1.1 404 Not Found"))

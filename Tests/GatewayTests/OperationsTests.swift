@@ -242,6 +242,8 @@ import Testing
         #expect(shown.contains("the key is <redacted>"))
         #expect(!shown.contains(secret))
         #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "\(admin)/metrics"]).text == "405")
+        #expect(try curl(["-i", "-X", "POST", "\(admin)/healthz"]).text.contains("\r\nAllow: GET, HEAD\r\n"))
+        #expect(try curl(["-i", "\(admin)/reload"]).text.contains("\r\nAllow: POST\r\n"))
 
         // JSON log lines, none of them holding the secret.
         gateway.signal(SIGTERM)

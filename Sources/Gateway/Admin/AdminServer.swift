@@ -122,8 +122,9 @@ private final class AdminHandler: ChannelInboundHandler {
                 }
             }
         case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/routes"), (_, "/upstreams"), (_, "/reload"):
+            let allowed = path == "/reload" ? "POST" : path == "/healthz" || path == "/readyz" ? "GET, HEAD" : "GET"
             let problem = Problem.methodNotAllowed("\(head.method.rawValue) \(path): use \(path == "/reload" ? "POST" : "GET")")
-            respond(405, Problem.contentType, problem.json, to: head, context: context)
+            respond(405, Problem.contentType, problem.json, to: head, context: context, extra: [("Allow", allowed)])
         default:
             let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes /upstreams, POST /reload")
             respond(404, Problem.contentType, problem.json, to: head, context: context)

@@ -243,10 +243,11 @@ extension ConfigReader {
         guard let fields = mapping(node, path, known: ["url", "endpoints", "balance", "health_check", "outlier", "max_pending", "max_requests",
                                                       "max_connections", "connect_timeout", "idle_timeout", "http2", "headers", "tls"]) else { return nil }
         defer { fields.finish() }
-        guard let endpoints = readEndpoints(node, fields) else { return nil }
-        let url = endpoints[0]
+        // A bad url is reported with every other problem of the upstream, not alone.
+        let endpoints = readEndpoints(node, fields)
+        let url = endpoints?[0] ?? UpstreamURL("http://127.0.0.1")!
         var upstream = UpstreamConfig(name: name, url: url)
-        upstream.endpoints = endpoints
+        upstream.endpoints = endpoints ?? [url]
         if let n = fields.take("balance"), let text = string(n, fields.path("balance")) {
             if let balance = Balance(rawValue: text) { upstream.balance = balance } else {
                 report(n, fields.path("balance"), "expected \(Balance.allCases.map(\.rawValue).joined(separator: ", ")), found '\(text)'")
@@ -265,13 +266,13 @@ extension ConfigReader {
         if let n = fields.take("headers") { upstream.headers = readHeaderRules(n, fields.path("headers")) }
         if let n = fields.take("tls"), let tls = mapping(n, fields.path("tls"), known: ["ca_file", "server_name"]) {
             defer { tls.finish() }
-            if !url.isTLS { report(n, fields.path("tls"), "only an https upstream uses tls") }
+            if endpoints != nil, !url.isTLS { report(n, fields.path("tls"), "only an https upstream uses tls") }
             if let c = tls.take("ca_file"), let path = string(c, tls.path("ca_file")) {
                 upstream.tls.caFile = resolvePath(path)
                 if !FileManager.default.isReadableFile(atPath: resolvePath(path)) { report(c, tls.path("ca_file"), "cannot read \(resolvePath(path))") }
             }
             if let s = tls.take("server_name") { upstream.tls.serverName = string(s, tls.path("server_name")) }
         }
-        return upstream
+        return endpoints == nil ? nil : upstream
     }
 }

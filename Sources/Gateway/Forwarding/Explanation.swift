@@ -9,8 +9,8 @@ public enum Explanation {
     public enum Outcome: Sendable {
         /// What the upstream would receive, and how it was chosen.
         case forwarded(route: String, index: Int, upstream: String, upstreamDescription: String, request: [UInt8])
-        /// The gateway would answer the call itself.
-        case answered(Problem)
+        /// The gateway would answer the call itself (`headers`: beside the problem's own, e.g. a 405's Allow).
+        case answered(Problem, headers: HeaderList = [:])
     }
 
     public static func explain(method: String, target: String, headers: HeaderList, body: [UInt8], config: GatewayConfig,
@@ -21,7 +21,7 @@ public enum Explanation {
         let match: Router.Match
         switch RequestRouting.route(&head, limits: config.limits, localAuthority: listener?.address.description ?? "",
                                     router: Router(config: config)) {
-        case .refused(let problem, _, _): return .answered(problem)
+        case .refused(let problem, let extraHeaders, _): return .answered(problem, headers: extraHeaders)
         case .routed(let routed, _): match = routed
         }
         let route = match.route

@@ -67,10 +67,11 @@ extension Problem {
                 detail: "upstream \(upstream) is at its \(limit); try again shortly", route: route)
     }
 
-    static func validatorFailed(_ validator: String, upstream: String, status: Int?, route: String) -> Problem {
+    /// Which validator refused stays in the access line (`reason`): the client is told no config internals.
+    static func validatorFailed(upstream: String, status: Int?, route: String) -> Problem {
         let status = status.map { " (upstream status \($0))" } ?? ""
         return Problem(status: 502, code: "validator-failed", title: "Upstream answer refused",
-                       detail: "\(validator) refused the response of upstream \(upstream)\(status)", route: route)
+                       detail: "the response of upstream \(upstream)\(status) did not pass the route's checks", route: route)
     }
 
     static func refreshFailed(upstream: String, error: any Error, route: String) -> Problem {
@@ -98,11 +99,13 @@ extension Problem {
         Problem(status: 404, code: "not-found", title: "Not found", detail: detail)
     }
 
-    /// The full HTTP/1.1 response the gateway answers with.
-    public var wireFormat: [UInt8] {
+    /// The full HTTP/1.1 response the gateway answers with (`extraHeaders` after its own).
+    public func wireFormat(extraHeaders: HeaderList = [:]) -> [UInt8] {
         let body = json
         var out = Array("HTTP/1.1 \(status) \(Self.reason(status))\r\n".utf8)
-        out.append(contentsOf: "Content-Type: \(Self.contentType)\r\nContent-Length: \(body.count)\r\n\r\n".utf8)
+        out.append(contentsOf: "Content-Type: \(Self.contentType)\r\n".utf8)
+        for field in extraHeaders { out.append(contentsOf: "\(field.name): \(field.value)\r\n".utf8) }
+        out.append(contentsOf: "Content-Length: \(body.count)\r\n\r\n".utf8)
         out.append(contentsOf: body)
         return out
     }

@@ -40,7 +40,8 @@ extension ProxyHandler {
         case .fail(let validator):
             call.connection?.abandon()
             endCall()
-            respond(.validatorFailed(validator, upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name),
+            log.reason = "\(validator) refused the response"
+            respond(.validatorFailed(upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name),
                    to: call.requestHead, requestID: call.requestID)
             return true
         case .retry(let delay, _):

@@ -496,7 +496,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
             client.close()
         case .answer(let forCurrentRequest):
             if !forCurrentRequest {
-                log = AccessLog.Entry()
+                // Only HTTP/1.1 connections read heads that can be malformed; who sent it is known.
+                log = AccessLog.Entry(start: now, client: client.peerAddress, proto: "HTTP/1.1")
                 routeMetrics = nil
             }
             respond(problem, to: RequestHead(method: .GET, uri: "/", version: .http1_1, headers: [:]), close: true)
