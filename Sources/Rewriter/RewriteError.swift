@@ -6,6 +6,7 @@ public struct RewriteError: Error, Sendable, Hashable, CustomStringConvertible {
         public let title: String
         public let status: Int
         public static let invalidJSON = Code(name: "invalid-json", title: "Request body is not valid JSON", status: 400)
+        public static let notAnObject = Code(name: "not-an-object", title: "Request body is not a JSON object", status: 400)
         public static let invalidQuery = Code(name: "invalid-query", title: "Query string or form body is invalid", status: 400)
         public static let unsupportedBody = Code(
             name: "unsupported-body", title: "Request body cannot carry parameters", status: 415)

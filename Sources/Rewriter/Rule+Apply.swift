@@ -74,11 +74,16 @@ extension Rule {
             if request.body.isEmpty {
                 object = from == .auto ? try QueryDecoder.decode(Array((request.query ?? "").utf8)) : JSONObject()
             } else if media?.isJSON == true {
+                let value: JSONValue
                 do {
-                    object = try JSONReader.parseObject(request.body, maxDepth: maxJSONDepth)
+                    value = try JSONReader.parse(request.body, maxDepth: maxJSONDepth)
                 } catch {
                     throw RewriteError(.invalidJSON, detail: "the request body is not valid JSON: \(error)")
                 }
+                guard case .object(let parameters) = value else {
+                    throw RewriteError(.notAnObject, detail: "the request body is a JSON \(value.typeName), not an object: parameters are read from a JSON object")
+                }
+                object = parameters
             } else if media?.isForm == true {
                 object = try QueryDecoder.decode(request.body)
             } else {

@@ -54,7 +54,7 @@ struct RunCommand: AsyncParsableCommand {
         let notifier = SystemdNotifier()
         let reloader = Reloader(file: options.config, loaded: loaded, server: server, notifier: notifier, logger: logger)
         let admin = AdminServer(endpoints: .init(
-            status: server.status, metrics: { registry.emitToBuffer() }, config: { reloader.redactedConfig },
+            status: server.status, metrics: { MetricHelp.adding(to: registry.emitToBuffer()) }, config: { reloader.redactedConfig },
             routes: { RouteTable.describe(reloader.current) }, upstreams: { server.upstreamsJSON() }, reload: { await reloader.reload(trigger: "POST /reload") },
             token: { reloader.current.admin?.token }))
         var services: [any Service] = [SignalService(reloader: reloader, server: server, logger: logger)]

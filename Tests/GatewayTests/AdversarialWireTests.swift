@@ -290,4 +290,19 @@ extension AdversarialWireTests {
         #expect(codes == ["200", "200", "429"])
         #expect(upstream.requests.first?.text.contains("\r\nX-Forwarded-For: 203.0.113.1, 127.0.0.1\r\n") == true)
     }
+
+    /// RFC 9110 section 6.6.1: an answer without Date gets one on its way; an upstream's own is kept.
+    @Test(arguments: [false, true])
+    func anAnswerWithoutDateGetsOne(http2: Bool) async throws {
+        let upstream = RawUpstream { line in
+            line.hasPrefix("GET /dated") ? .init("HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 2\r\n\r\nok") : .init(Self.ok)
+        }
+        let gateway = try await Self.gateway(try await upstream.start())
+        defer { Task { await gateway.stop(); await upstream.stop() } }
+        let peer = http2 ? ["--http2-prior-knowledge"] : []
+        let undated = try await curlDetached(peer + ["-i", "\(gateway.base)/undated"]).text.lowercased()
+        #expect(undated.firstMatch(of: /\r\ndate: [a-z]{3}, \d{2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt\r\n/) != nil, "\(undated)")
+        let dated = try await curlDetached(peer + ["-i", "\(gateway.base)/dated"]).text.lowercased()
+        #expect(dated.components(separatedBy: "\r\ndate: ").count == 2 && dated.contains("\r\ndate: sun, 06 nov 1994 08:49:37 gmt\r\n"), "\(dated)")
+    }
 }

@@ -184,7 +184,8 @@ import Testing
             line = gateway.log.split(separator: "\n").first { $0.contains("outcome=gateway") }
             return line != nil
         }
-        #expect(line?.contains(#"reason="connect-failure: 127.0.0.1:1"#) == true, "\(line ?? "no access line")")
+        #expect(line?.contains(#"reason="connect-failure: 127.0.0.1:1: connect refused""#) == true, "\(line ?? "no access line")")
+        #expect(line?.contains(" tries=1 ") == true, "\(line ?? "no access line")")
     }
 
     @Test func aResponseCutShortIsOneAccessLine() async throws {

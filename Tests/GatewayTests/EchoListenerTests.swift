@@ -11,6 +11,8 @@ import Testing
         let port = try #require(try await server.start().first?.port)
         defer { Task { try await server.shutdown() } }
         let base = "http://127.0.0.1:\(port)"
+        // What GET /upstreams shows: the built-in echo, which the default config's routes use.
+        #expect(server.upstreamsJSON() == #"[{"name":"echo","built_in":true,"endpoints":[]}]"#)
 
         let search = try curl(["\(base)/search", "-H", "Content-Type: application/json", "-H", "Cookie: s=1", "-H", "X-Request-Id: req-1",
                                "-d", #"{"keywords":"swift nio","since":"2024-05-01T00:00:00Z"}"#]).text

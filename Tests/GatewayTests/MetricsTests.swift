@@ -5,6 +5,13 @@ import Testing
 
 /// What the metrics count, read from swift-metrics' test kit.
 @Suite(.ownThreads) struct MetricsTests {
+    /// The help lines describe exactly the metrics docs/operations.md lists.
+    @Test func everyDocumentedMetricHasHelpText() throws {
+        let doc = try String(contentsOf: ConfigFilesTests.root.appendingPathComponent("docs/operations.md"), encoding: .utf8)
+        let documented = Set(doc.matches(of: /`(gatewayd_[a-z_]+)`/).map { String($0.output.1) })
+        #expect(documented == Set(MetricHelp.texts.keys))
+    }
+
     @Test func echoCallsAreTriesAndUnroutedCallsMakeNoTrySeries() async throws {
         let metrics = TestMetrics()
         let gateway = try await GatewayHarness.start("""

@@ -233,6 +233,11 @@ import Testing
         for _ in 1...3 { #expect(try curl(["http://127.0.0.1:\(gateway.port)/x"]).text.contains(secret)) }
         #expect(try calls() == before + 3)
         let metrics = try curl(["\(admin)/metrics"]).text
+        // Every metric of the gateway's is described: a # HELP line right before its # TYPE line.
+        let exposition = metrics.split(separator: "\n")
+        let typed = exposition.indices.filter { exposition[$0].hasPrefix("# TYPE gatewayd_") }
+        #expect(typed.count >= 5 && typed.allSatisfy { $0 > 0 && exposition[$0 - 1].hasPrefix("# HELP \(exposition[$0].split(separator: " ")[2]) ") },
+                "\(metrics)")
         for name in ["gatewayd_request_duration_seconds_bucket", "gatewayd_active_connections", "gatewayd_build_info"] {
             #expect(metrics.contains(name))
         }

@@ -12,7 +12,7 @@ import Testing
         let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {other: {url: "http://127.0.0.1:\(upstreamPort)"}}
-            routes: [{name: pass, upstream: other}]
+            routes: [{name: pass, upstream: other, timeout: 600s}]
             """)
         defer { gateway.stop() }
         let before = try gateway.residentBytes()
@@ -28,7 +28,7 @@ import Testing
             .respond(status: 200, headers: [], body: Array("\(request.bodyCount)".utf8))
         }
         let growth = try await peakGrowth(through: sink) { gateway in
-            let upload = try runPeer("/bin/sh", ["-c", "head -c \(size) /dev/zero | curl -s --max-time 120 -T - "
+            let upload = try runPeer("/bin/sh", ["-c", "head -c \(size) /dev/zero | curl -s --max-time 600 -T - "
                 + (http2 ? "--http2-prior-knowledge " : "") + "-H 'Content-Type: application/octet-stream' http://127.0.0.1:\(gateway.port)/upload"])
             #expect(upload.text == "\(size)")
         }

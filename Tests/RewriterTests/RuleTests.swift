@@ -128,4 +128,17 @@ import Testing
     @Test func allValuesOmittedLeavesNoDanglingQuestionMark() throws {
         #expect(try apply(Rule(method: "GET"), "POST", "/p", json: "{\"a\":null}").target == "/p")
     }
+
+    /// A body that is JSON but not an object, and one cut short, are each called what they are.
+    @Test func jsonBodiesThatCarryNoParametersAreNamedForWhatTheyAre() throws {
+        #expect(throws: RewriteError(.notAnObject, detail: "the request body is a JSON array, not an object: parameters are read from a JSON object")) {
+            try apply(Rule(), "POST", "/p", json: "[1,2]")
+        }
+        #expect(throws: RewriteError(.invalidJSON, detail: "the request body is not valid JSON: unexpected end of input at byte 21")) {
+            try apply(Rule(), "POST", "/p", json: #"{"a":1,"b":[1,2],"c":"#)
+        }
+        #expect(throws: RewriteError(.invalidJSON, detail: "the request body is not valid JSON: unexpected end of input at byte 7")) {
+            try apply(Rule(), "POST", "/p", json: #"{"a":1,"#)
+        }
+    }
 }

@@ -61,6 +61,8 @@ extension ProxyHandler {
             case .failure(let error):
                 guard machine.isCurrent(token) else { return false }
                 self.call?.waiter = nil
+                // A connect that failed was a try too.
+                log.tries += 1
                 upstreamFailed(error as? UpstreamError ?? .connectFailure("\(error)"), progress: .unsent)
                 return true
             }
@@ -189,6 +191,8 @@ extension ProxyHandler {
         head.removeHopByHop()
         // A 204 has no body to measure (RFC 9110 section 8.6); HTTP/2 clients refuse one that says otherwise.
         if head.status == .noContent, head.headers.contains("Content-Length") { head.headers.remove("Content-Length") }
+        // RFC 9110 section 6.6.1: a recipient with a clock forwarding an answer without Date adds one.
+        if !(head.received?.hasDate ?? head.headers.contains("Date")) { head.set("Date", HTTPDate.format(HTTPDate.now())) }
         head.set("X-Request-Id", call.requestID)
         if !call.route.config.responseHeaders.isEmpty { call.route.config.responseHeaders.apply(to: &head.headers) }
         if !call.keepAlive || exchange.quiescing { head.set("Connection", "close") }

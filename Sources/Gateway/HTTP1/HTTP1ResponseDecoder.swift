@@ -43,7 +43,7 @@ struct HTTP1ResponseDecoder {
         }
         // The field lines stay bytes (a slice of what was read, no copy) until something reads them.
         let received = ReceivedFields(bytes: buffer.getSlice(at: buffer.readerIndex + fields.range.lowerBound, length: fields.range.count)!,
-                                      lines: fields.lines, connectionNamesFields: fields.key.connection.namesFields)
+                                      lines: fields.lines, connectionNamesFields: fields.key.connection.namesFields, hasDate: fields.date)
         if fields.key.coding, fields.key.length { throw .malformed("the answer has both Content-Length and Transfer-Encoding") }
         let responseHead = ResponseHead(version: version, status: HTTPResponseStatus(statusCode: code), received: received)
         buffer.moveReaderIndex(forwardBy: length)
@@ -76,6 +76,7 @@ struct HTTP1ResponseDecoder {
         var length: Int?
         /// The last transfer coding named (of all Transfer-Encoding fields) is chunked.
         var chunkedLast = false
+        var date = false
         /// Where the field lines are in the head, and how many.
         var range = 0..<0
         var lines = 0
@@ -106,6 +107,8 @@ struct HTTP1ResponseDecoder {
                 if let last = Self.lastItem(valueBytes) { fields.chunkedLast = last.isName("chunked") }
             case 10 where nameBytes.isName("connection"):
                 fields.key.connection.read(bytes: valueBytes)
+            case 4 where nameBytes.isName("date"):
+                fields.date = true
             default:
                 break
             }

@@ -14,16 +14,19 @@ struct ReceivedFields: Sendable {
     let lines: Int
     /// A received `Connection` field names other fields (hop-by-hop too).
     let connectionNamesFields: Bool
+    /// A `Date` field is among them.
+    let hasDate: Bool
     /// The hop-by-hop fields are dropped.
     private(set) var hopByHopDropped = false
     /// Fields the gateway set: each takes the place of the first (kept)
     /// received field of its name and drops the others, as `HeaderList.set`.
     private(set) var replacements = HeaderList()
 
-    init(bytes: ByteBuffer, lines: Int, connectionNamesFields: Bool) {
+    init(bytes: ByteBuffer, lines: Int, connectionNamesFields: Bool, hasDate: Bool) {
         self.bytes = bytes
         self.lines = lines
         self.connectionNamesFields = connectionNamesFields
+        self.hasDate = hasDate
     }
 
     /// `HeaderList.removeHopByHop`; false when it cannot be kept beside the

@@ -38,6 +38,8 @@ public actor GatewayServer: Service {
     private var healthChecker: HealthChecker?
     /// The upstreams now served, for `upstreamsJSON` (read off the actor).
     private nonisolated let servedStates = Mutex<[UpstreamState]>([])
+    /// A route of the served config goes to the built-in echo (listed by `GET /upstreams` too).
+    private nonisolated let servesEcho = Mutex(false)
     /// Sockets from systemd socket activation, not yet used by a listener.
     private var inherited: InheritedSockets
     private var listeners: [ListenerKey: BoundListener] = [:]
@@ -138,6 +140,7 @@ public actor GatewayServer: Service {
         let contexts = try makeContexts(config)
         pools = contexts.first?.pools
         checkHealth(pools)
+        servesEcho.withLock { $0 = config.routes.contains { $0.upstream == UpstreamConfig.echoName } }
         var addresses: [SocketAddress] = []
         for (position, (listener, context)) in zip(config.listeners, contexts).enumerated() {
             let bound = try await bind(listener, context: context)
@@ -179,6 +182,7 @@ public actor GatewayServer: Service {
         pools?.retire(grace: newConfig.limits.drainTimeout.timeAmount)
         pools = contexts.first?.pools
         checkHealth(pools)
+        servesEcho.withLock { $0 = newConfig.routes.contains { $0.upstream == UpstreamConfig.echoName } }
         config = newConfig
     }
 
@@ -222,7 +226,9 @@ public actor GatewayServer: Service {
     /// What `GET /upstreams` shows: each upstream's endpoints, health,
     /// ejections, calls in flight and waiting, as JSON.
     public nonisolated func upstreamsJSON() -> String {
-        JSONWriter.string(.array(servedStates.withLock { $0 }.map { $0.snapshot() }))
+        let echo: [JSONValue] = servesEcho.withLock { $0 }
+            ? [.object(JSONObject(["name": .string(UpstreamConfig.echoName), "built_in": .bool(true), "endpoints": .array([])]))] : []
+        return JSONWriter.string(.array(servedStates.withLock { $0 }.map { $0.snapshot() } + echo))
     }
 
     /// One context per listener of `config`, sharing one router and one set

@@ -172,7 +172,7 @@ final class UpstreamPool: @unchecked Sendable {
                 }
             }
             .connect(host: url.host, port: url.port)
-            .flatMapErrorThrowing { error in throw UpstreamError.connectFailure("\(url.authority): \(error)") }
+            .flatMapErrorThrowing { error in throw UpstreamError.connectFailure("\(url.authority): \(UpstreamError.connectReason(error))") }
     }
 
     /// Opens a connection to `endpoint` (already counted as open) for `waiter`.

@@ -24,13 +24,6 @@ public struct JSONReader {
         try parse(Array(text.utf8), maxDepth: maxDepth)
     }
 
-    /// Parses a document whose top level must be an object (convenience parameters).
-    public static func parseObject(_ bytes: [UInt8], maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONObject {
-        guard case .object(let object) = try parse(bytes, maxDepth: maxDepth) else {
-            throw JSONError("the top level must be a JSON object", at: 0)
-        }
-        return object
-    }
 }
 
 private struct Cursor {
@@ -55,7 +48,7 @@ private struct Cursor {
     }
 
     mutating func readValue(depth: Int) throws(JSONError) -> JSONValue {
-        guard let byte = current else { throw JSONError("unexpected end of JSON", at: index) }
+        guard let byte = current else { throw expected("a value") }
         switch byte {
         case UInt8(ascii: "{"): return .object(try readObject(depth: depth + 1))
         case UInt8(ascii: "["): return .array(try readArray(depth: depth + 1))
@@ -79,6 +72,11 @@ private struct Cursor {
         index += count
     }
 
+    /// What was expected here; at the end of the input, that the input ended.
+    func expected(_ what: String) -> JSONError {
+        current == nil ? JSONError("unexpected end of input", at: index) : JSONError("expected \(what)", at: index)
+    }
+
     mutating func readObject(depth: Int) throws(JSONError) -> JSONObject {
         guard depth <= maxDepth else { throw JSONError("nesting deeper than \(maxDepth) levels", at: index) }
         index += 1
@@ -94,7 +92,7 @@ private struct Cursor {
         while true {
             skipWhitespace()
             let keyStart = index
-            guard current == UInt8(ascii: "\"") else { throw JSONError("expected a string key", at: index) }
+            guard current == UInt8(ascii: "\"") else { throw expected("a string key") }
             let key = try readString()
             // Small objects scan; larger ones switch to a set so parsing stays linear.
             if object.count < 16 {
@@ -104,7 +102,7 @@ private struct Cursor {
                 if !seen!.insert(key).inserted { throw JSONError("duplicate key \"\(key)\"", at: keyStart) }
             }
             skipWhitespace()
-            guard current == UInt8(ascii: ":") else { throw JSONError("expected ':' after an object key", at: index) }
+            guard current == UInt8(ascii: ":") else { throw expected("':' after an object key") }
             index += 1
             skipWhitespace()
             object.append(key, try readValue(depth: depth))
@@ -112,7 +110,7 @@ private struct Cursor {
             switch current {
             case UInt8(ascii: ","): index += 1
             case UInt8(ascii: "}"): index += 1; return object
-            default: throw JSONError("expected ',' or '}' in an object", at: index)
+            default: throw expected("',' or '}' in an object")
             }
         }
     }
@@ -135,7 +133,7 @@ private struct Cursor {
             switch current {
             case UInt8(ascii: ","): index += 1
             case UInt8(ascii: "]"): index += 1; return array
-            default: throw JSONError("expected ',' or ']' in an array", at: index)
+            default: throw expected("',' or ']' in an array")
             }
         }
     }

@@ -1,0 +1,39 @@
+/// Each metric's `# HELP` line. swift-prometheus writes one only for a
+/// metric made through its registry with help text, which swift-metrics'
+/// factory API cannot pass: the lines go in when the text is served.
+public enum MetricHelp {
+    static let texts: [String: String] = [
+        "gatewayd_requests_total": "Calls answered, by route, method and status class.",
+        "gatewayd_request_duration_seconds": "Time from a call's request head to the end of its answer, by route.",
+        "gatewayd_upstream_tries_total": "Tries sent to an upstream, by route and upstream.",
+        "gatewayd_retries_total": "Tries sent again, by route and reason.",
+        "gatewayd_validator_outcomes_total": "What a route's validators decided, by route, validator and action.",
+        "gatewayd_refreshes_total": "Credential refreshes asked for, by route and result.",
+        "gatewayd_refresh_calls_total": "Calls made to refresh a credential, by route and result.",
+        "gatewayd_active_connections": "Client connections open now.",
+        "gatewayd_active_streams": "Client HTTP/2 streams open now.",
+        "gatewayd_rate_limit_total": "Rate-limit decisions, by route and outcome.",
+        "gatewayd_endpoint_requests_total": "Tries sent to an endpoint, by upstream and endpoint.",
+        "gatewayd_endpoint_healthy": "1 while the health check finds an endpoint healthy, else 0.",
+        "gatewayd_endpoint_ejections_total": "Times an endpoint was ejected by outlier detection.",
+        "gatewayd_config_reloads_total": "Config reloads, by result.",
+        "gatewayd_build_info": "The running build, by version (always 1).",
+    ]
+
+    /// `exposition` (Prometheus text) with a `# HELP` line before each known metric's `# TYPE` line.
+    public static func adding(to exposition: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(exposition.count + texts.count * 80)
+        for line in exposition.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            if line.starts(with: "# TYPE ".utf8) {
+                let name = String(decoding: line.dropFirst(7).prefix { $0 != UInt8(ascii: " ") }, as: UTF8.self)
+                if let text = texts[name] { out.append(contentsOf: "# HELP \(name) \(text)\n".utf8) }
+            }
+            out.append(contentsOf: line)
+            out.append(UInt8(ascii: "\n"))
+        }
+        // The split kept the last line's end as an empty line: no newline added after it.
+        out.removeLast()
+        return out
+    }
+}
