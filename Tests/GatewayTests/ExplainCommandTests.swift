@@ -116,6 +116,14 @@ import Testing
             let refused = try run(["explain"] + arguments)
             #expect(refused.status == 64 && refused.err.contains(message) && refused.err.contains("Usage: gatewayd explain"), "\(refused.err)")
         }
+        // The upgrade checks are the daemon's: refused where the route does not
+        // switch, and where it does, the one protocol asked of the upstream.
+        let upgrade = ["-H", "Connection: Upgrade, HTTP2-Settings", "-H", "Upgrade: websocket, h2c", "-H", "HTTP2-Settings: AAMAAABkAAQAAP__"]
+        let notAllowed = try run(["explain", "-c", "config/examples/websocket.yaml"] + upgrade + ["GET", "/api/x"])
+        #expect(notAllowed.status == 1 && notAllowed.out.contains("HTTP/1.1 400 Bad Request") && notAllowed.out.contains("upgrade-not-allowed"))
+        let allowed = try run(["explain", "-c", "config/examples/websocket.yaml"] + upgrade + ["GET", "/live"])
+        #expect(allowed.status == 0 && allowed.out.contains("\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"), "\(allowed.out)")
+        #expect(!allowed.out.lowercased().contains("h2c") && !allowed.out.lowercased().contains("http2-settings"))
         let none = try run(["explain", "GET", "/nothing"])
         #expect(none.status == 1)
         #expect(none.out.contains("HTTP/1.1 404 Not Found"))

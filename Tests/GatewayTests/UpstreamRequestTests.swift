@@ -46,6 +46,12 @@ import Testing
             headers.removeHopByHop()
             #expect(headers.fields.map(\.name) == kept, "\(fields.fields.map(\.name))")
         }
+        // The filter's names and the byte check agree, in any case; an HTTP2-Settings goes too.
+        for name in HeaderList.hopByHopNames { #expect(HeaderList.isHopByHop(name) && HeaderList.isHopByHop(name.uppercased()), "\(name)") }
+        #expect(!HeaderList.isHopByHop("content-type") && !HeaderList.isHopByHop("te2"))
+        var settings: HeaderList = ["A": "1", "HTTP2-Settings": "AAMAAABkAAQAAP__"]
+        settings.removeHopByHop()
+        #expect(settings.fields.map(\.name) == ["A"])
     }
 
     @Test func rewriteReplacesContentTypeAndLength() throws {

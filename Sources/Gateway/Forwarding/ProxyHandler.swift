@@ -5,7 +5,7 @@ import Rewriter
 /// One downstream call at a time — on an HTTP/1.1 connection (fed by its
 /// HTTP1ConnectionHandler, which holds pipelined requests back until the
 /// answer before them ends) or one HTTP/2 stream (fed by the connection's
-/// HTTP2StreamsHandler). No pipeline of its own: it speaks to its client
+/// HTTP2ServerHandler). No pipeline of its own: it speaks to its client
 /// through `ClientSide`, whatever the protocol. A route
 /// that rewrites buffers the request body (up to `limits.max_body_bytes`);
 /// a pass-through route streams it upstream as it arrives, reading from the
@@ -245,9 +245,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
             return respond(.rateLimited(route: match.route.config.name), to: head,
                            extraHeaders: limiter.refusalHeaders(policy: match.route.config.name, wait: wait), close: hasBody)
         }
-        if let upgrade = Self.upgradeAsked(head.headers), !match.route.config.upgrade.contains(upgrade) || !client.canTunnel {
+        if let refusal = RequestRouting.upgradeRefusal(head.headers, route: match.route, canTunnel: client.canTunnel) {
             log.upstream = match.route.upstream.name
-            return respond(.upgradeNotAllowed(upgrade, route: match.route.config.name), to: head, close: true)
+            return respond(refusal, to: head, close: true)
         }
         let headers = head.headers
         log.route = match.route.config.name
@@ -398,10 +398,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
             return respond(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
         }
         if let upgrade {
-            // Hop-by-hop, so dropped above: the allowed protocol alone is asked
-            // of the upstream (never h2c, never HTTP2-Settings). Validators do not judge a tunnel.
-            request.headers.set("Connection", "Upgrade")
-            request.headers.set("Upgrade", upgrade)
+            // Validators do not judge a tunnel.
+            request.askUpgrade(to: upgrade)
             return startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID,
                                   retry: nil, streams: false))
         }

@@ -79,6 +79,14 @@ public struct UpstreamRequest: Sendable, Hashable {
         return UpstreamRequest(method: rewritten.method, target: joined, headers: consume headers, body: rewritten.body)
     }
 
+    /// An allowed switch of protocols asks the upstream too: `Upgrade` is
+    /// hop-by-hop, so `build` dropped it, and the allowed protocol alone is
+    /// asked (never h2c, never HTTP2-Settings).
+    public mutating func askUpgrade(to protocolName: String) {
+        headers.set("Connection", "Upgrade")
+        headers.set("Upgrade", protocolName)
+    }
+
     /// Framing true to the buffered body. An empty POST, PUT or PATCH says
     /// length 0, as nginx sends it: some servers refuse those without a length.
     public mutating func frameBody() { (body, framing) = Self.framed(body, method: method) }
@@ -100,21 +108,16 @@ public struct UpstreamRequest: Sendable, Hashable {
 }
 
 extension HeaderList {
-    /// Connection-level headers (RFC 9110 section 7.6.1), never forwarded.
-    /// A switch over literals: a static array cost a retain per name compared.
+    /// Connection-level headers (RFC 9110 section 7.6.1), never forwarded:
+    /// `isHopByHopName` on the name's bytes.
     static func isHopByHop(_ name: String) -> Bool {
-        switch name.utf8.count {
-        case 2: equalNames(name, "te")
-        case 7: equalNames(name, "upgrade") || equalNames(name, "trailer")
-        case 10: equalNames(name, "connection") || equalNames(name, "keep-alive")
-        case 14: equalNames(name, "http2-settings")
-        case 16: equalNames(name, "proxy-connection")
-        case 17: equalNames(name, "transfer-encoding")
-        case 18: equalNames(name, "proxy-authenticate")
-        case 19: equalNames(name, "proxy-authorization")
-        default: false
-        }
+        var name = name
+        return name.withUTF8 { UnsafeRawBufferPointer($0).isHopByHopName }
     }
+
+    /// What `isHopByHop` accepts, for `mayContain(anyOf:)`'s filter.
+    static let hopByHopNames = ["te", "upgrade", "trailer", "connection", "keep-alive", "http2-settings", "proxy-connection",
+                                "transfer-encoding", "proxy-authenticate", "proxy-authorization"]
 
     /// The names a `Connection` header lists (`Connection: close, X-Foo`).
     static func connectionTokens(_ values: some Sequence<String>) -> [Substring] {
@@ -140,8 +143,7 @@ extension HeaderList {
         return items
     }
 
-    static let hopByHopBits = nameBits(["te", "upgrade", "trailer", "connection", "keep-alive", "proxy-connection", "transfer-encoding",
-                                        "proxy-authenticate", "proxy-authorization", "http2-settings"])
+    static let hopByHopBits = nameBits(hopByHopNames)
 
     /// Drops the hop-by-hop headers and every header `Connection` names.
     mutating func removeHopByHop() {

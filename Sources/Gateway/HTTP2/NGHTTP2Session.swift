@@ -34,8 +34,6 @@ struct HTTP2FrameSummary {
     var length: Int
     /// HEADERS: request, response, push response or trailers.
     var category: nghttp2_headers_category
-    /// RST_STREAM and GOAWAY.
-    var errorCode: UInt32
 
     var endStream: Bool { flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 }
 }
@@ -280,14 +278,9 @@ final class NGHTTP2Session {
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
             let frame = frame!.pointee
             let type = nghttp2_frame_type(UInt32(frame.hd.type))
-            let code: UInt32 = switch type {
-            case NGHTTP2_RST_STREAM: frame.rst_stream.error_code
-            case NGHTTP2_GOAWAY: frame.goaway.error_code
-            default: 0
-            }
             let category = type == NGHTTP2_HEADERS ? frame.headers.cat : NGHTTP2_HCAT_HEADERS
             delegate(user).frameReceived(HTTP2FrameSummary(type: type, stream: frame.hd.stream_id, flags: frame.hd.flags,
-                                                           length: frame.hd.length, category: category, errorCode: code))
+                                                           length: frame.hd.length, category: category))
             return 0
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, stream, data, length, user in

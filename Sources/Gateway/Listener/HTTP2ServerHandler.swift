@@ -31,8 +31,6 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
 
     /// How long a PING may go unanswered (any frame counts) before the peer is taken for gone.
     static let pingTimeout = TimeAmount.seconds(20)
-    /// RFC 9113 §6.9.2: our streams' receive windows stay at the initial size.
-    static let streamWindow = 65_535
     /// The connection window is kept this open: every stream's data is bounded by its own window already.
     static let connectionWindow: Int32 = 1 << 20
 

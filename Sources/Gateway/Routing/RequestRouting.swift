@@ -44,4 +44,11 @@ enum RequestRouting {
         }
         return .refused(.noRoute(method: method, path: path), extraHeaders: [:], headRefused: false)
     }
+
+    /// A switch of protocols the route does not allow, or the client's
+    /// connection cannot carry (`canTunnel`): its 400.
+    static func upgradeRefusal(_ headers: HeaderList, route: Route, canTunnel: Bool) -> Problem? {
+        guard let upgrade = ProxyHandler.upgradeAsked(headers), !route.config.upgrade.contains(upgrade) || !canTunnel else { return nil }
+        return .upgradeNotAllowed(upgrade, route: route.config.name)
+    }
 }

@@ -102,8 +102,6 @@ struct UpstreamExchange {
 }
 
 extension UpstreamConnection {
-    var isBusy: Bool { exchange.delegate != nil }
-
     /// A part of the response arrived.
     func received(_ part: consuming ResponsePart) {
         guard let delegate = exchange.delegate else { return }
