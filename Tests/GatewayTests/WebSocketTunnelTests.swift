@@ -84,14 +84,15 @@ import Testing
         let gateway = try Self.gateway(port, drain: "2s")
         defer { gateway.stop() }
         let holder = try BackgroundPeer("/usr/bin/python3", [Self.peer, "hold", "ws://127.0.0.1:\(gateway.port)/chat", "10"])
-        Thread.sleep(forTimeInterval: 0.5)
+        // The tunnel is open (one echo came back) before the drain starts, however slowly python started.
+        #expect(holder.waitFor("open", seconds: 30))
         let signalled = Date()
         gateway.signal(SIGTERM)
         let held = holder.finish()
         let echoed = held.firstMatch(of: /echoed=(\d+)/).flatMap { Int($0.output.1) } ?? 0
         let after = held.firstMatch(of: /after=([\d.]+)/).flatMap { Double($0.output.1) } ?? 0
-        // Echoes went on during the drain (about 5 a second), and it ended at its deadline, not at the holder's 10 s.
-        #expect(echoed >= 8, "\(held)")
+        // Echoes went on during the drain (about 5 a second; fewer on a busy machine), and it ended at its deadline, not at the holder's 10 s.
+        #expect(echoed >= 4, "\(held)")
         #expect(after < 6, "\(held)")
         gateway.process.waitUntilExit()
         #expect(Date().timeIntervalSince(signalled) < 8)

@@ -3,7 +3,8 @@
 
   ws_peer.py server              echo every message; prints the port, then serves until killed
   ws_peer.py client URL [MIB]    text and binary echoes, MIB MiB each way, the close handshake
-  ws_peer.py hold URL SECONDS    one echo, then one more every 0.2 s until the connection ends
+  ws_peer.py hold URL SECONDS    one echo (then prints "open"), one more every 0.2 s until the connection
+                                 ends; prints the echoes and the seconds from "open" to the end
 """
 import asyncio, os, sys, time
 import websockets
@@ -36,7 +37,7 @@ async def client(url, mib):
 
 
 async def hold(url, seconds):
-    start = time.monotonic()
+    start = opened = time.monotonic()
     echoed = 0
     try:
         async with websockets.connect(url) as ws:
@@ -44,10 +45,13 @@ async def hold(url, seconds):
                 await ws.send("ping")
                 assert await ws.recv() == "ping"
                 echoed += 1
+                if echoed == 1:
+                    opened = time.monotonic()
+                    print("open", flush=True)
                 await asyncio.sleep(0.2)
     except websockets.ConnectionClosed:
         pass
-    print(f"echoed={echoed} after={time.monotonic() - start:.1f}", flush=True)
+    print(f"echoed={echoed} after={time.monotonic() - opened:.1f}", flush=True)
 
 
 if __name__ == "__main__":

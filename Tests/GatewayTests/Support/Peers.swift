@@ -43,9 +43,11 @@ func curlDetached(_ arguments: [String], maxTime: Int = 10) async throws -> Peer
 
 /// A peer left running while the test does other things; `finish()` waits
 /// for it and returns what it wrote to standard output.
-struct BackgroundPeer {
+final class BackgroundPeer {
     let process = Process()
     private let out = Pipe()
+    /// What `waitFor` read already.
+    private var read = ""
 
     init(_ executable: String, _ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -54,8 +56,23 @@ struct BackgroundPeer {
         try process.run()
     }
 
+    /// Reads what the peer writes until it holds `marker` or `seconds` pass; whether it does.
+    func waitFor(_ marker: String, seconds: Double) -> Bool {
+        let descriptor = out.fileHandleForReading.fileDescriptor
+        let end = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !read.contains(marker), Date() < end {
+            var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, 100) > 0 else { continue }
+            let count = Glibc.read(descriptor, &buffer, buffer.count)
+            if count <= 0 { break }
+            read += String(decoding: buffer[..<count], as: UTF8.self)
+        }
+        return read.contains(marker)
+    }
+
     func finish() -> String {
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = read + String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         return text
     }
