@@ -66,7 +66,8 @@ import Testing
             return ("/usr/bin/curl", arguments)
         } + [("/usr/bin/h2load", ["-c", "2", "-m", "1", "-D", "3", "\(base)/h2"])]
         let loads = try clients.map { try BackgroundPeer($0, $1) }
-        usleep(1_000_000)
+        // The reload lands once calls are flowing (their access lines say so), however slowly the peers started.
+        #expect(waitUntil(30) { gateway.log.components(separatedBy: "route=va ").count > 20 })
         try Self.writeConfig(Self.versioned("b"), to: config)
         gateway.signal(SIGHUP)
         let outputs = loads.map { $0.finish() }
@@ -82,12 +83,7 @@ import Testing
         // A config that does not check: the old one keeps serving, each problem logged.
         try Self.writeConfig(Self.versioned("c").replacingOccurrences(of: "upstream: echo", with: "upstream: nowhere"), to: config)
         gateway.signal(SIGHUP)
-        var logged = false
-        for _ in 0..<100 where !logged {
-            usleep(50_000)
-            logged = gateway.log.contains("unknown upstream 'nowhere'")
-        }
-        #expect(logged)
+        #expect(waitUntil(30) { gateway.log.contains("unknown upstream 'nowhere'") })
         #expect(try curl(["-s", "-D", "-", "-o", "/dev/null", "\(base)/after"]).text.lowercased().contains("x-version: b"))
         let admin = try #require(gateway.adminPort)
         let refused = try curl(["-i", "-X", "POST", "http://127.0.0.1:\(admin)/reload"]).text
