@@ -2,10 +2,9 @@
 // Linux (glibc) only: no Apple platform is declared or tested.
 import PackageDescription
 
-// Release builds check exclusive access statically only: the runtime's
-// per-access checks cost about 3% of the data path's CPU (perf, wrk through
-// the gateway); debug builds and the test suite keep them.
-let releaseSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+// No unsafeFlags: SwiftPM refuses them in a package depended on by version.
+// The shipped binary's flags (exclusivity checked at compile time only) are
+// scripts/release-build's.
 
 let package = Package(
     name: "gatewayd",
@@ -32,7 +31,7 @@ let package = Package(
         // libnghttp2 (Debian's libnghttp2-dev): both HTTP/2 legs, and the tests' independent frame client.
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         // Pure translation: imports nothing outside the standard library.
-        .target(name: "Rewriter", swiftSettings: releaseSettings),
+        .target(name: "Rewriter"),
         .target(
             name: "Gateway",
             dependencies: [
@@ -49,8 +48,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
-            ],
-            swiftSettings: releaseSettings
+            ]
         ),
         .executableTarget(
             name: "gatewayd",
