@@ -47,10 +47,12 @@ import Testing
                 try write(timeout: "20s")
                 gateway.signal(SIGHUP)
             } else if round == 1 {
-                usleep(300_000)  // the lines so far reach the file before it moves
+                // The lines so far reach the file before it moves (flushed within 100 ms).
+                let written = calls
+                #expect(try waitUntil(10) { try String(contentsOf: log, encoding: .utf8).split(separator: "\n").count >= written })
                 try FileManager.default.moveItem(at: log, to: rotated)
                 gateway.signal(SIGUSR1)
-                usleep(100_000)
+                _ = waitUntil(2) { FileManager.default.fileExists(atPath: log.path) }  // reopened now, or at its next line
             }
         }
         gateway.signal(SIGTERM)

@@ -118,9 +118,8 @@ import Testing
         ]
         #expect(waitUntil(30) { upstream.requests.count >= 4 })
         gateway.signal(SIGTERM)
-        usleep(300_000)
         // No longer accepting: a new connection is refused; not ready.
-        #expect(try curl(["\(base)/late"]).status == 7)
+        #expect(try waitUntil(10) { try curl(["\(base)/late"]).status == 7 })
         let admin = try #require(gateway.adminPort)
         #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(admin)/readyz"]).text == "503")
         for (index, call) in calls.enumerated() {

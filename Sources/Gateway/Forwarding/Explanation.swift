@@ -37,7 +37,7 @@ public enum Explanation {
             var request = try UpstreamRequest.build(method: method, target: head.uri, headers: head.headers, body: body,
                                                     route: route.config, upstream: route.upstream, captures: match.captures,
                                                     client: client)
-            if let upgrade = ProxyHandler.upgradeAsked(head.headers) { request.askUpgrade(to: upgrade) }
+            if let upgrade = RequestRouting.upgradeAsked(head.headers) { request.askUpgrade(to: upgrade) }
             return .forwarded(route: route.config.name, index: match.index, upstream: route.upstream.name,
                               upstreamDescription: route.isEcho ? "built-in echo" : Self.endpoint(route.upstream),
                               request: request.wireFormat)

@@ -49,72 +49,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// as nginx reads its clock once per turn of its event loop.
     private var eventInstant: NIODeadline?
 
-    struct Streaming {
-        /// Body parts read before the upstream connection was ready.
-        var pending: [ByteBuffer] = []
-        var ended = false
-        var connected = false
-    }
-
-    /// The call in flight: what was asked, where it went, what its
-    /// asynchronous steps hold. A class: the handler reads and updates it many
-    /// times per call, and a struct this size would be copied (and its
-    /// references retained) at each.
-    final class Call {
-        let requestHead: RequestHead
-        /// Whether the client keeps the connection, read from its head once.
-        let keepAlive: Bool
-        /// The body streams upstream as it arrives (not buffered).
-        let streams: Bool
-        var request: UpstreamRequest
-        var route: Route
-        var requestID: String
-        var connection: (any UpstreamConnection)?
-        /// The route's validators and retry policy walked for this call (nil:
-        /// the route has neither).
-        var retry: RetryState<LoopInstant>?
-        /// A response held back whole because a validator reads its body.
-        var heldHead: ResponseHead?
-        var heldBody: [UInt8] = []
-        /// The credential generation each of the route's refreshers gave this try.
-        var credentials: [Int] = []
-        /// Its place in the pool's queue while it waits for a connection.
-        var waiter: UpstreamPool.WaiterID?
-        /// The current try's per-try timer, and a retry's backoff: cancelled
-        /// when the call ends (their tokens make a late one harmless anyway).
-        var perTryTimer: Scheduled<Void>?
-        var backoff: Scheduled<Void>?
-        /// The endpoint of the current try (picked, then connected), and
-        /// whether its outcome was told to the endpoint's outlier detection.
-        var endpoint: Endpoint?
-        var judged = true
-        /// Counted among the upstream's calls waiting for a connection.
-        private var pendingOn: UpstreamState?
-
-        func enterPending(_ state: UpstreamState) {
-            leavePending()
-            state.pending.add(1, ordering: .relaxed)
-            pendingOn = state
-        }
-
-        func leavePending() {
-            pendingOn?.pending.subtract(1, ordering: .relaxed)
-            pendingOn = nil
-        }
-
-        init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String,
-             retry: RetryState<LoopInstant>?, streams: Bool) {
-            // Read before the head moves in (after, reading it copied the head).
-            keepAlive = requestHead.keepsAlive
-            self.requestHead = requestHead
-            self.request = request
-            self.route = route
-            self.requestID = requestID
-            self.retry = retry
-            self.streams = streams
-        }
-    }
-
     init(slot: ListenerSlot, client: any ClientSide) {
         self.slot = slot
         shared = slot.context
@@ -371,7 +305,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func handleBuffered(_ head: consuming RequestHead) {
         guard let match else { return }
         self.match = nil
-        let upgrade = Self.upgradeAsked(head.headers)
+        let upgrade = RequestRouting.upgradeAsked(head.headers)
         // Taken, not copied: editing a list still shared would copy it. The
         // head keeps its fields only when a Connection field is among them
         // (whether the client keeps the connection is read from it later).
@@ -407,62 +341,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
         // Moved into the call: a copy would retain each of its strings and arrays.
         startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, retry: retry,
                        streams: false))
-    }
-
-    /// The protocol a request asks to switch to (lower case): `Upgrade` named
-    /// in `Connection`. An `h2c` upgrade is not one the gateway makes: that
-    /// request is served as plain HTTP/1.1, as before.
-    static func upgradeAsked(_ headers: HeaderList) -> String? {
-        guard let upgrade = headers["Upgrade"], headers.listItems("Connection").contains(where: { HeaderList.equalNames(String($0), "upgrade") })
-        else { return nil }
-        let name = upgrade.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-        return name.isEmpty || name == "h2c" ? nil : name
-    }
-
-    /// The body goes upstream as it arrives: the client's framing (length or
-    /// chunked) is kept, and reading pauses whenever the upstream cannot take more.
-    func startStreaming(_ head: RequestHead, match: Router.Match, headers: HeaderList, framing: RequestFraming) {
-        let client = clientInfo(headers)
-        let route = match.route
-        var request: UpstreamRequest
-        do {
-            // One canonical length goes upstream, whatever spelling or
-            // repetition the client's had (`05`, `5, 5`, two fields).
-            request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: headers, body: [],
-                                                route: route.config, upstream: route.upstream, captures: match.captures, client: client,
-                                                streamed: framing)
-        } catch {
-            return respond(error, to: head, requestID: client.requestID, close: true)
-        }
-        streaming = Streaming()
-        setClientReading(false)
-        let retry = retryState(route, method: request.method, replayable: false)
-        startCall(Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, retry: retry, streams: true))
-    }
-
-    func streamBody(_ buffer: ByteBuffer) {
-        guard var state = streaming else { return }
-        if state.connected, let connection = call?.connection {
-            connection.sendBody(buffer)
-            if !connection.isWritable { setClientReading(false) }
-        } else if call != nil {
-            state.pending.append(buffer)
-            streaming = state
-        }
-    }
-
-    func streamEnd() {
-        guard var state = streaming else { return }
-        state.ended = true
-        streaming = state
-        if state.connected, let connection = call?.connection {
-            connection.sendEnd()
-            streaming = nil
-        } else if call == nil {
-            // The call already ended (answered early or failed): nothing to send.
-            streaming = nil
-            setClientReading(true)
-        }
     }
 
     func setClientReading(_ on: Bool) { client.setReading(on) }
@@ -505,16 +383,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// The client is gone: the upstream connection of a call in flight is
     /// in an unknown state, so it is closed.
     func abandonCall() { endCall()?.connection?.abandon() }
-
-    /// The call is over while the client may still be sending its body: keep
-    /// reading it (and drop it) so the connection's framing stays intact.
-    func endStreaming() {
-        guard var state = streaming else { return }
-        state.pending = []
-        state.connected = false
-        streaming = state.ended ? nil : state
-        setClientReading(true)
-    }
 
     /// Ends the response; an HTTP/1.1 connection then reads its next request
     /// (within idle_timeout).

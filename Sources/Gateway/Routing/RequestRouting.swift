@@ -45,10 +45,20 @@ enum RequestRouting {
         return .refused(.noRoute(method: method, path: path), extraHeaders: [:], headRefused: false)
     }
 
+    /// The protocol a request asks to switch to (lower case): `Upgrade` named
+    /// in `Connection`. An `h2c` upgrade is not one the gateway makes: that
+    /// request is served as plain HTTP/1.1, as before.
+    static func upgradeAsked(_ headers: HeaderList) -> String? {
+        guard let upgrade = headers["Upgrade"], headers.listItems("Connection").contains(where: { HeaderList.equalNames(String($0), "upgrade") })
+        else { return nil }
+        let name = upgrade.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return name.isEmpty || name == "h2c" ? nil : name
+    }
+
     /// A switch of protocols the route does not allow, or the client's
     /// connection cannot carry (`canTunnel`): its 400.
     static func upgradeRefusal(_ headers: HeaderList, route: Route, canTunnel: Bool) -> Problem? {
-        guard let upgrade = ProxyHandler.upgradeAsked(headers), !route.config.upgrade.contains(upgrade) || !canTunnel else { return nil }
+        guard let upgrade = upgradeAsked(headers), !route.config.upgrade.contains(upgrade) || !canTunnel else { return nil }
         return .upgradeNotAllowed(upgrade, route: route.config.name)
     }
 }
