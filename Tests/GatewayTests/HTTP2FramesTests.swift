@@ -40,6 +40,29 @@ import Testing
         #expect(client.connectionClosed || client.closedByServer(within: 3))
     }
 
+    /// h2spec http2/5.1.1/2: a HEADERS frame on an id below one already
+    /// opened is a connection error, never a request: ids a client skipped
+    /// are closed for good.
+    @Test(arguments: [[5, 3], [1, 3, 9, 5], [1, 3, 5, 11, 7]])
+    func aRequestOnAnIdBelowTheNewestIsAConnectionError(ids: [Int]) async throws {
+        let gateway = try await GatewayHarness.start(Self.yaml)
+        defer { Task { await gateway.stop() } }
+        let client = try NGHTTP2Client(port: gateway.port)
+        let request = client.encodeHeaderBlock([(":method", "GET"), (":path", "/"), (":scheme", "http"), (":authority", "a")])
+        for id in ids.dropLast() {
+            client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: UInt32(id), payload: request))
+        }
+        client.readRaw(seconds: 5) { c in ids.dropLast().allSatisfy { id in c.rawFrames.contains { $0.type == 0x0 && $0.stream == UInt32(id) } } }
+        #expect(client.goAwayCode == nil)
+        client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: UInt32(ids.last!), payload: request))
+        client.readRaw(seconds: 5) { $0.rawFrames.contains { $0.type == 0x7 } }
+        let goAway = try #require(client.rawFrames.first { $0.type == 0x7 })
+        #expect(goAway.errorCode == NGHTTP2_PROTOCOL_ERROR.rawValue)
+        #expect(client.goAwayLastStreamIDs == [UInt32(ids.dropLast().max()!)])
+        #expect(!client.rawFrames.contains { $0.stream == UInt32(ids.last!) })
+        #expect(client.connectionClosed || client.closedByServer(within: 3))
+    }
+
     @Test func garbageHeaderBlockIsACompressionError() async throws {
         let gateway = try await GatewayHarness.start(Self.yaml)
         defer { Task { await gateway.stop() } }
@@ -255,5 +278,18 @@ import Testing
         #expect(client.goAwayLastStreamIDs.last == UInt32(slow))
         #expect(client.closedByServer(within: 3))
         #expect(await drained.value)
+    }
+}
+
+@Suite struct ClientStreamIDsTests {
+    @Test func skippedIdsAreClosedAndOthersAreNot() {
+        var ids = ClientStreamIDs()
+        let accepted = [1, 3, 9, 3, 9, 5, 7, 4].map { ids.headers(on: Int32($0)) }
+        // Trailers on a stream already seen are libnghttp2's to judge; even
+        // ids are the server's, which libnghttp2 refuses itself.
+        #expect(accepted == [true, true, true, true, true, false, false, true])
+        var fresh = ClientStreamIDs()
+        let first = [5, 1, 3].map { fresh.headers(on: Int32($0)) }
+        #expect(first == [true, false, false])
     }
 }

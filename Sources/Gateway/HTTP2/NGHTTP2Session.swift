@@ -6,6 +6,9 @@ import NIOCore
 /// event loop, from inside those two calls only: a delegate may submit
 /// frames, never call `receive` or `send` itself.
 protocol NGHTTP2SessionDelegate: AnyObject {
+    /// A frame's header was read, before its payload: false refuses the
+    /// frame as a connection error (PROTOCOL_ERROR).
+    func frameBegins(type: nghttp2_frame_type, stream: Int32) -> Bool
     /// A header block begins on `stream`.
     func headersBegin(stream: Int32, category: nghttp2_headers_category)
     /// One field of that block, already checked by libnghttp2's HTTP rules
@@ -263,6 +266,11 @@ final class NGHTTP2Session {
     nonisolated(unsafe) private static let callbacks: OpaquePointer = {
         var callbacks: OpaquePointer?
         nghttp2_session_callbacks_new(&callbacks)
+        nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks) { _, header, user in
+            let header = header!.pointee
+            let accepted = delegate(user).frameBegins(type: nghttp2_frame_type(UInt32(header.type)), stream: header.stream_id)
+            return accepted ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE.rawValue
+        }
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             let frame = frame!.pointee
             delegate(user).headersBegin(stream: frame.hd.stream_id, category: frame.headers.cat)

@@ -26,6 +26,7 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     private var lastRead = NIODeadline.now()
     private var pingSent: NIODeadline?
     private var resets = FloodLimit(limit: 200, window: .seconds(30))
+    private var streamIDs = ClientStreamIDs()
     /// Empty DATA frames that do not end their stream carry nothing but cost a frame each (CVE-2019-9518).
     private var emptyData = FloodLimit(limit: 100, window: .seconds(30))
 
@@ -108,6 +109,10 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     }
 
     // MARK: The session's events
+
+    func frameBegins(type: nghttp2_frame_type, stream id: Int32) -> Bool {
+        type != NGHTTP2_HEADERS || streamIDs.headers(on: id)
+    }
 
     func headersBegin(stream id: Int32, category: nghttp2_headers_category) {
         guard category == NGHTTP2_HCAT_REQUEST, let context else { return }

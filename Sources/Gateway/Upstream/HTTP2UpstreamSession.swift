@@ -111,6 +111,7 @@ final class HTTP2UpstreamSession: ChannelInboundHandler, NGHTTP2SessionDelegate 
 
     // MARK: The session's events
 
+    func frameBegins(type: nghttp2_frame_type, stream: Int32) -> Bool { true }
     func headersBegin(stream: Int32, category: nghttp2_headers_category) {}
 
     func header(stream id: Int32, category: nghttp2_headers_category, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
