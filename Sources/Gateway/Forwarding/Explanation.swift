@@ -18,27 +18,20 @@ public enum Explanation {
         let listener = config.listeners.first
         var head = RequestHead(method: HTTPMethod(rawValue: method), uri: target, version: .http1_1, headers: headers)
         if !head.headers.contains("Host") { head.headers.add("Host", listener?.address.description ?? "localhost") }
-        // The daemon's order: trace context first (its fields count towards the head's size), then routing.
         var random = SplitMix64(seed: UInt64.random(in: 0 ... .max))
-        _ = CallTrace.apply(&head.headers, config: config.tracing, random: &random)
-        let match: Router.Match
-        switch RequestRouting.route(&head, limits: config.limits, localAuthority: listener?.address.description ?? "",
-                                    router: Router(config: config)) {
-        case .refused(let problem, let extraHeaders, _): return .answered(problem, headers: extraHeaders)
-        case .routed(let routed, _): match = routed
+        // A fresh router: offline, every rate limit's bucket is full. The client is an HTTP/1.1 one, which can tunnel.
+        let side = CallAdmission.Client(address: client.address, localAuthority: listener?.address.description ?? "", canTunnel: true,
+                                        framing: body.isEmpty ? .none : .length(body.count))
+        let admitted: CallAdmission.Admitted
+        switch CallAdmission.admit(&head, client: side, config: config, router: Router(config: config), random: &random, now: 0).decision {
+        case .answered(let problem, let extraHeaders, _, _): return .answered(problem, headers: extraHeaders)
+        case .admitted(let decided): admitted = decided
         }
-        let route = match.route
-        // A rate limit is not asked: offline, every bucket is full. The client is an HTTP/1.1 one, which can tunnel.
-        if let refusal = RequestRouting.upgradeRefusal(head.headers, route: route, canTunnel: true) { return .answered(refusal) }
-        if !route.streamsBody(method: method), body.count > config.limits.maxBodyBytes {
-            return .answered(.bodyTooLarge(limit: config.limits.maxBodyBytes, route: route.config.name))
-        }
+        let route = admitted.match.route
         do {
-            var request = try UpstreamRequest.build(method: method, target: head.uri, headers: head.headers, body: body,
-                                                    route: route.config, upstream: route.upstream, captures: match.captures,
-                                                    client: client)
-            if let upgrade = RequestRouting.upgradeAsked(head.headers) { request.askUpgrade(to: upgrade) }
-            return .forwarded(route: route.config.name, index: match.index, upstream: route.upstream.name,
+            let request = try CallAdmission.upstreamRequest(admitted, method: method, target: head.uri, headers: head.headers, body: body,
+                                                            client: client)
+            return .forwarded(route: route.config.name, index: admitted.match.index, upstream: route.upstream.name,
                               upstreamDescription: route.isEcho ? "built-in echo" : Self.endpoint(route.upstream),
                               request: request.wireFormat)
         } catch {

@@ -23,8 +23,8 @@ extension ProxyHandler {
             // A request body that stopped coming (nginx: client_body_timeout).
             guard let head, client.isActive else { return client.close() }
             self.head = nil
-            let route = match?.route.config.name
-            match = nil
+            let route = admitted?.match.route.config.name
+            admitted = nil
             respond(.bodyTimeout(shared.config.limits.idleTimeout, route: route), to: head, close: true)
         }
     }

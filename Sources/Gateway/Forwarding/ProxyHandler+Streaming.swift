@@ -12,16 +12,15 @@ extension ProxyHandler {
 
     /// The body goes upstream as it arrives: the client's framing (length or
     /// chunked) is kept, and reading pauses whenever the upstream cannot take more.
-    func startStreaming(_ head: RequestHead, match: Router.Match, headers: HeaderList, framing: RequestFraming) {
-        let client = clientInfo(headers)
-        let route = match.route
+    func startStreaming(_ head: RequestHead, _ admitted: CallAdmission.Admitted, framing: RequestFraming) {
+        let client = clientInfo(head.headers)
+        let route = admitted.match.route
         var request: UpstreamRequest
         do {
             // One canonical length goes upstream, whatever spelling or
             // repetition the client's had (`05`, `5, 5`, two fields).
-            request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: headers, body: [],
-                                                route: route.config, upstream: route.upstream, captures: match.captures, client: client,
-                                                streamed: framing)
+            request = try CallAdmission.upstreamRequest(admitted, method: head.method.rawValue, target: head.uri, headers: head.headers,
+                                                        body: [], client: client, streamed: framing)
         } catch {
             return respond(error, to: head, requestID: client.requestID, close: true)
         }

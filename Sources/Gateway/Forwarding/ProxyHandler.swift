@@ -29,7 +29,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     var head: RequestHead?
     /// Its headers in our form, converted once.
     var requestHeaders = HeaderList()
-    var match: Router.Match?
+    var admitted: CallAdmission.Admitted?
     var body: [UInt8] = []
     /// Set while a request body streams upstream.
     var streaming: Streaming?
@@ -121,8 +121,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
                 if body.count + buffer.readableBytes > shared.config.limits.maxBodyBytes, let head = head.take() {
                     // Refused as soon as it is too large (a chunked body): the rest is not read.
-                    let route = match?.route.config.name
-                    match = nil
+                    let route = admitted?.match.route.config.name
+                    admitted = nil
                     body = []
                     return respond(.bodyTooLarge(limit: shared.config.limits.maxBodyBytes, route: route), to: head, close: true)
                 }
@@ -159,55 +159,40 @@ final class ProxyHandler: UpstreamResponseDelegate {
     }
 
     func received(_ head: consuming RequestHead) {
-        log.traceID = CallTrace.apply(&head.headers, config: shared.config.tracing, random: &random)
-        let limits = shared.config.limits
         let framing = client.requestFraming
-        let hasBody = framing != .none && framing != .length(0)
-        let length: Int? = if case .length(let length) = framing { length } else { nil }
-        let match: Router.Match
-        switch RequestRouting.route(&head, limits: limits, localAuthority: client.localAuthority, router: shared.router) {
-        case .routed(let routed, _):
-            match = routed
-        case .refused(let problem, let extraHeaders, let headRefused):
-            // An unread body would have to be drained first; closing is simpler and safe.
-            return respond(problem, to: head, extraHeaders: extraHeaders, close: headRefused || hasBody)
+        let (traceID, decision) = CallAdmission.admit(
+            &head, client: .init(address: client.peerAddress, localAuthority: client.localAuthority, canTunnel: client.canTunnel, framing: framing),
+            config: shared.config, router: shared.router, random: &random, now: Double(NIODeadline.now().uptimeNanoseconds) / 1e9)
+        log.traceID = traceID
+        let admitted: CallAdmission.Admitted
+        switch decision {
+        case .answered(let problem, let extraHeaders, let close, let route):
+            if let route { onRoute(route) }
+            return respond(problem, to: head, extraHeaders: extraHeaders, close: close)
+        case .admitted(let decided):
+            admitted = decided
         }
-        if let limiter = match.route.rateLimiter,
-            let wait = limiter.check(limiter.key(head.headers, client: client.peerAddress), now: Double(NIODeadline.now().uptimeNanoseconds) / 1e9)
-        {
-            log.upstream = match.route.upstream.name
-            return respond(.rateLimited(route: match.route.config.name), to: head,
-                           extraHeaders: limiter.refusalHeaders(policy: match.route.config.name, wait: wait), close: hasBody)
-        }
-        if let refusal = RequestRouting.upgradeRefusal(head.headers, route: match.route, canTunnel: client.canTunnel) {
-            log.upstream = match.route.upstream.name
-            return respond(refusal, to: head, close: true)
-        }
-        let headers = head.headers
-        log.route = match.route.config.name
-        log.upstream = match.route.upstream.name
-        routeMetrics = match.route.metrics
-        let streams = hasBody && match.route.streamsBody(method: head.method.rawValue)
-        if !streams, let size = length, size > limits.maxBodyBytes {
-            // Refused at once, as nginx does: before the body is sent when the
-            // client waits for 100 Continue, else without reading the rest.
-            return respond(.bodyTooLarge(limit: limits.maxBodyBytes, route: match.route.config.name), to: head, close: true)
-        }
-        // The gateway answers `Expect: 100-continue` (as nginx and Envoy do):
-        // the client does not wait, and the upstream never sees the expectation.
-        if headers.expectsContinue, hasBody, head.version.major > 1 || head.version.minor >= 1 {
+        onRoute(admitted.match.route)
+        if admitted.answersContinue {
             client.write(.head(ResponseHead(version: head.version, status: .continue, headers: [:])))
             client.flush()
         }
-        if streams {
-            startStreaming(head, match: match, headers: headers, framing: framing)
+        if admitted.streams {
+            startStreaming(head, admitted, framing: framing)
         } else {
             self.head = head
-            self.match = match
-            requestHeaders = headers
+            self.admitted = admitted
+            requestHeaders = head.headers
             body.removeAll(keepingCapacity: true)
-            wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: limits.idleTimeout))
+            wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
         }
+    }
+
+    /// The call is the route's from here on: logged and counted under it.
+    private func onRoute(_ route: Route) {
+        log.route = route.config.name
+        log.upstream = route.upstream.name
+        routeMetrics = route.metrics
     }
 
     func clientInfo(_ headers: HeaderList) -> ClientInfo {
@@ -303,9 +288,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
     }
 
     func handleBuffered(_ head: consuming RequestHead) {
-        guard let match else { return }
-        self.match = nil
-        let upgrade = RequestRouting.upgradeAsked(head.headers)
+        guard let admitted else { return }
+        self.admitted = nil
         // Taken, not copied: editing a list still shared would copy it. The
         // head keeps its fields only when a Connection field is among them
         // (whether the client keeps the connection is read from it later).
@@ -313,12 +297,12 @@ final class ProxyHandler: UpstreamResponseDelegate {
         swap(&headers, &requestHeaders)
         if !head.headers.contains("Connection") { head.headers = HeaderList() }
         // The upstream's config is read in place (a local copy retains all of it).
-        let route = match.route
+        let route = admitted.match.route
         let client = clientInfo(headers)
         var request: UpstreamRequest
         do {
-            request = try UpstreamRequest.build(method: head.method.rawValue, target: head.uri, headers: consume headers, body: body,
-                                                route: route.config, upstream: route.upstream, captures: match.captures, client: client)
+            request = try CallAdmission.upstreamRequest(admitted, method: head.method.rawValue, target: head.uri, headers: consume headers,
+                                                        body: body, client: client)
         } catch {
             return respond(error, to: head, requestID: client.requestID)
         }
@@ -331,13 +315,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
             route.config.responseHeaders.apply(to: &responseHeaders)
             return respond(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
         }
-        if let upgrade {
-            // Validators do not judge a tunnel.
-            request.askUpgrade(to: upgrade)
-            return startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID,
-                                  retry: nil, streams: false))
-        }
-        let retry = retryState(route, method: request.method, replayable: true)
+        // Validators do not judge a tunnel.
+        let retry = admitted.upgrade == nil ? retryState(route, method: request.method, replayable: true) : nil
         // Moved into the call: a copy would retain each of its strings and arrays.
         startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, retry: retry,
                        streams: false))
