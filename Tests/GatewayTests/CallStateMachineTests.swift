@@ -24,9 +24,8 @@ import Testing
         let a = started(&machine)
         do {
             let result = machine.connectionReady(a)
-            #expect(result == .send(a, perTryTimeout: .seconds(1)))
+            #expect(result == .send(a, perTryTimeout: .seconds(1), streamed: nil))
         }
-        machine.responseHeadArrived()
         machine.responseHeadForwarded()
         machine.end()
         // Call B on the same connection, same try number as A's.
@@ -34,7 +33,7 @@ import Testing
         #expect(b.attempt == a.attempt && b != a)
         do {
             let result = machine.connectionReady(b)
-            #expect(result == .send(b, perTryTimeout: .seconds(1)))
+            #expect(result == .send(b, perTryTimeout: .seconds(1), streamed: nil))
         }
         do {
             let result = machine.perTryTimerFired(a)
@@ -62,7 +61,7 @@ import Testing
         var machine = Machine()
         let a = started(&machine)
         _ = machine.connectionReady(a)
-        machine.responseHeadArrived()  // held for a body validator
+        machine.hold(ResponseHead(version: .http1_1, status: .ok, headers: [:]))  // held for a body validator
         do {
             let result = machine.perTryTimerFired(a)
             #expect(result == .timeOutTry)
@@ -88,7 +87,7 @@ import Testing
         }
         do {
             let result = machine.connectionReady(a)
-            #expect(result == .returnConnection)
+            #expect(result == .giveBack)
         }
         #expect(!machine.isCurrent(a))
     }
@@ -117,11 +116,11 @@ import Testing
         }
         do {
             let result = machine.connectionReady(first)
-            #expect(result == .returnConnection)
+            #expect(result == .giveBack)
         }
         do {
             let result = machine.connectionReady(second)
-            #expect(result == .send(second, perTryTimeout: .seconds(1)))
+            #expect(result == .send(second, perTryTimeout: .seconds(1), streamed: nil))
         }
     }
 
@@ -136,7 +135,7 @@ import Testing
             let result = machine.backoffElapsed(retry)
             #expect(result == .ignore)
         }
-        #expect(machine.state == .connecting(b))
+        guard case .acquiring(b) = machine.state else { Issue.record("the next call acquires"); return }
     }
 
     @Test func aRefreshCompletesOnlyForItsTry() {
@@ -170,7 +169,7 @@ import Testing
             #expect(result == nil)
         }
         machine.end()
-        guard case .acquireConnection(let streamed) = machine.start(now: t0, timeout: .seconds(60), runsModifiers: false, perTryTimeout: nil, replayable: false) else {
+        guard case .acquireConnection(let streamed) = machine.start(now: t0, timeout: .seconds(60), runsModifiers: false, perTryTimeout: nil, streams: true) else {
             Issue.record("starts")
             return
         }
@@ -185,7 +184,6 @@ import Testing
         var machine = Machine()
         let a = started(&machine)
         _ = machine.connectionReady(a)
-        machine.responseHeadArrived()
         machine.drainThenRetry(after: .milliseconds(50))
         #expect(machine.isDraining)
         do {
@@ -213,7 +211,6 @@ import Testing
             let result = machine.deadlinePassed(now: t0 + .seconds(60))
             #expect(result == .timeOutCall(forwarded: false))
         }
-        machine.responseHeadArrived()
         machine.responseHeadForwarded()
         do {
             let result = machine.deadlinePassed(now: t0 + .seconds(61))
@@ -230,5 +227,78 @@ import Testing
             let result = machine.deadlinePassed(now: t0 + .seconds(61.5))
             #expect(result == .wake(at: t0 + .seconds(62)))
         }
+    }
+
+    static let head = ResponseHead(version: .http1_1, status: .ok, headers: [:])
+
+    @Test func aHeldAnswerGrowsUntilJudgedOrTooLarge() {
+        var machine = Machine()
+        let a = started(&machine)
+        _ = machine.connectionReady(a)
+        machine.hold(Self.head)
+        #expect(machine.heldBody(ByteBuffer(string: "abc"), limit: 5) == nil)
+        #expect(machine.held?.body == Array("abc".utf8))
+        // Past the limit it is let through as it is, and the try can no longer be timed out.
+        let released = machine.heldBody(ByteBuffer(string: "def"), limit: 5)
+        #expect(released?.body == Array("abcdef".utf8) && released?.head == Self.head)
+        machine.responseHeadForwarded()
+        #expect(machine.held == nil && machine.responseForwarded)
+        do {
+            let result = machine.perTryTimerFired(a)
+            #expect(result == .ignore)
+        }
+    }
+
+    @Test func aStreamedBodyWaitsForItsConnectionAndOutlivesItsCall() {
+        var machine = Machine()
+        guard case .acquireConnection(let a) = machine.start(now: t0, timeout: .seconds(60), runsModifiers: false, perTryTimeout: nil,
+                                                             streams: true) else { Issue.record("starts"); return }
+        let first = ByteBuffer(string: "one"), second = ByteBuffer(string: "two")
+        #expect(machine.bodyPart(first) == .none)
+        // The parts read before the connection go with the head, in order.
+        #expect(machine.connectionReady(a) == .send(a, perTryTimeout: nil, streamed: .init(pending: [first], end: false)))
+        #expect(machine.bodyPart(second) == .send(second))
+        // The call ends first (answered early): the rest is read and dropped.
+        machine.end()
+        #expect(machine.bodyAbandoned() == .resumeClient)
+        #expect(machine.bodyPart(first) == .none)
+        #expect(machine.bodyEnded() == .resumeClient && machine.streamed == nil)
+    }
+
+    @Test func aBodyThatEndedBeforeItsConnectionIsSentWhole() {
+        var machine = Machine()
+        guard case .acquireConnection(let a) = machine.start(now: t0, timeout: .seconds(60), runsModifiers: false, perTryTimeout: nil,
+                                                             streams: true) else { Issue.record("starts"); return }
+        let part = ByteBuffer(string: "all")
+        _ = machine.bodyPart(part)
+        #expect(machine.bodyEnded() == .none)
+        #expect(machine.connectionReady(a) == .send(a, perTryTimeout: nil, streamed: .init(pending: [part], end: true)))
+        #expect(machine.streamed == nil)
+    }
+
+    @Test func oneTriesCountDrivesTheRetryPolicyAndUnsentReplaysAreFree() throws {
+        let config = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            routes: [{name: r, upstream: echo, retry: {attempts: 2, on: [503], backoff: {strategy: immediate}}}]
+            """).config
+        var random = SystemRandomNumberGenerator()
+        var machine = Machine()
+        let retry = RetryState<ContinuousClock.Instant>(policy: config.routes[0].retry, validators: [], method: "GET", replayable: true, deadline: nil)
+        guard case .acquireConnection(let a) = machine.start(now: t0, timeout: .seconds(10), runsModifiers: false, perTryTimeout: nil,
+                                                             retry: retry) else { Issue.record("starts"); return }
+        // The machine's deadline is the policy's.
+        #expect(machine.retry?.deadline == t0 + .seconds(10))
+        _ = machine.connectionReady(a)
+        guard case .acquireConnection(let replay)? = machine.replayUnsent() else { Issue.record("replays"); return }
+        _ = machine.connectionReady(replay)
+        #expect(machine.tries == 2)
+        let refused = TryOutcome.response(status: 503, headers: [:], body: nil)
+        #expect(machine.tryFinished(refused, now: t0, random: &random) == .retry(after: .zero, reason: "status-503"))
+        guard case .acquireConnection(let b) = machine.retry(after: .zero) else { Issue.record("retries"); return }
+        _ = machine.connectionReady(b)
+        #expect(machine.tries == 3)
+        #expect(machine.tryFinished(refused, now: t0, random: &random) == .giveUp(reason: "status-503: attempts spent"))
+        // Its outcome is told to the endpoint once.
+        #expect(machine.judge() && !machine.judge())
     }
 }

@@ -28,28 +28,27 @@ import Testing
 
     @Test mutating func retriesUntilAnAnswerPasses() throws {
         var s = try state(Self.retry503)
-        #expect(s.tryFinished(Self.response(503), now: t0, random: &random) == .retry(after: .milliseconds(25), reason: "status-503"))
-        #expect(s.tryFinished(Self.response(503), now: t0, random: &random) == .retry(after: .milliseconds(50), reason: "status-503"))
-        #expect(s.tryFinished(Self.response(200), now: t0, random: &random) == .accept)
-        #expect(s.tries == 3)
+        #expect(s.tryFinished(Self.response(503), tries: 1, now: t0, random: &random) == .retry(after: .milliseconds(25), reason: "status-503"))
+        #expect(s.tryFinished(Self.response(503), tries: 2, now: t0, random: &random) == .retry(after: .milliseconds(50), reason: "status-503"))
+        #expect(s.tryFinished(Self.response(200), tries: 3, now: t0, random: &random) == .accept)
     }
 
     @Test mutating func attemptsRunOut() throws {
         var s = try state(Self.retry503)
-        _ = s.tryFinished(Self.response(503), now: t0, random: &random)
-        _ = s.tryFinished(Self.response(503), now: t0, random: &random)
-        #expect(s.tryFinished(Self.response(503), now: t0, random: &random) == .giveUp(reason: "status-503: attempts spent"))
+        _ = s.tryFinished(Self.response(503), tries: 1, now: t0, random: &random)
+        _ = s.tryFinished(Self.response(503), tries: 2, now: t0, random: &random)
+        #expect(s.tryFinished(Self.response(503), tries: 3, now: t0, random: &random) == .giveUp(reason: "status-503: attempts spent"))
     }
 
     @Test mutating func onlyAllowedMethodsWithReplayableBodiesRetry() throws {
         var post = try state(Self.retry503, method: "POST")
-        #expect(post.tryFinished(Self.response(503), now: t0, random: &random) == .giveUp(reason: "status-503: method not in retry.methods"))
+        #expect(post.tryFinished(Self.response(503), tries: 1, now: t0, random: &random) == .giveUp(reason: "status-503: method not in retry.methods"))
         var postAllowed = try state("""
                 retry: {attempts: 2, on: [503], methods: [POST], backoff: {strategy: immediate}}
             """, method: "POST")
-        #expect(postAllowed.tryFinished(Self.response(503), now: t0, random: &random) == .retry(after: .zero, reason: "status-503"))
+        #expect(postAllowed.tryFinished(Self.response(503), tries: 1, now: t0, random: &random) == .retry(after: .zero, reason: "status-503"))
         var streamed = try state(Self.retry503, replayable: false)
-        #expect(streamed.tryFinished(Self.response(503), now: t0, random: &random)
+        #expect(streamed.tryFinished(Self.response(503), tries: 1, now: t0, random: &random)
             == .giveUp(reason: "status-503: the request body streamed upstream unbuffered, no replay"))
     }
 
@@ -57,13 +56,13 @@ import Testing
         var s = try state("""
                 retry: {attempts: 5, per_try_timeout: 100ms, backoff: {strategy: fixed, base: 10ms, jitter: false}}
             """)
-        for name in ["connect-failure", "reset", "timeout", "refused-stream"] {
-            #expect(s.tryFinished(.failure(UpstreamError(kind: UpstreamError.Kind(rawValue: name)!, detail: "x")), now: t0, random: &random)
+        for (index, name) in ["connect-failure", "reset", "timeout", "refused-stream"].enumerated() {
+            #expect(s.tryFinished(.failure(UpstreamError(kind: UpstreamError.Kind(rawValue: name)!, detail: "x")), tries: index + 1, now: t0, random: &random)
                 == .retry(after: .milliseconds(10), reason: name))
         }
         var noPolicy = try state("")
-        #expect(noPolicy.tryFinished(.failure(.reset("x")), now: t0, random: &random) == .giveUp(reason: "reset"))
-        #expect(noPolicy.tryFinished(Self.response(503), now: t0, random: &random) == .accept)
+        #expect(noPolicy.tryFinished(.failure(.reset("x")), tries: 1, now: t0, random: &random) == .giveUp(reason: "reset"))
+        #expect(noPolicy.tryFinished(Self.response(503), tries: 2, now: t0, random: &random) == .accept)
     }
 
     @Test mutating func noRetryTheDeadlineCannotFinish() throws {
@@ -71,8 +70,8 @@ import Testing
                 retry: {attempts: 3, on: [503], per_try_timeout: 300ms, backoff: {strategy: fixed, base: 100ms, jitter: false}}
             """
         var s = try state(yaml, deadline: .seconds(1))
-        #expect(s.tryFinished(Self.response(503), now: t0 + .milliseconds(500), random: &random) == .retry(after: .milliseconds(100), reason: "status-503"))
-        #expect(s.tryFinished(Self.response(503), now: t0 + .milliseconds(650), random: &random)
+        #expect(s.tryFinished(Self.response(503), tries: 1, now: t0 + .milliseconds(500), random: &random) == .retry(after: .milliseconds(100), reason: "status-503"))
+        #expect(s.tryFinished(Self.response(503), tries: 2, now: t0 + .milliseconds(650), random: &random)
             == .giveUp(reason: "status-503: the deadline leaves no room"))
     }
 
@@ -80,11 +79,11 @@ import Testing
         var s = try state("""
                 retry: {attempts: 2, on: [429], retry_after: honor, backoff: {strategy: fixed, base: 10ms}}
             """, deadline: .seconds(5))
-        #expect(s.tryFinished(Self.response(429, ["Retry-After": "2"]), now: t0, random: &random) == .retry(after: .seconds(2), reason: "status-429"))
+        #expect(s.tryFinished(Self.response(429, ["Retry-After": "2"]), tries: 1, now: t0, random: &random) == .retry(after: .seconds(2), reason: "status-429"))
         var tooLate = try state("""
                 retry: {attempts: 2, on: [429], retry_after: honor}
             """, deadline: .seconds(1))
-        #expect(tooLate.tryFinished(Self.response(429, ["Retry-After": "2"]), now: t0, random: &random)
+        #expect(tooLate.tryFinished(Self.response(429, ["Retry-After": "2"]), tries: 1, now: t0, random: &random)
             == .giveUp(reason: "status-429: the deadline leaves no room"))
         // An HTTP date: the wait is the date minus the wall clock's now.
         var dated = try state("""
@@ -92,7 +91,7 @@ import Testing
             """, deadline: .seconds(60))
         let now = HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT")!
         #expect(now == 784_111_777)
-        #expect(dated.tryFinished(Self.response(503, ["Retry-After": "Sun, 06 Nov 1994 08:49:40 GMT"]), now: t0, unixTime: now, random: &random)
+        #expect(dated.tryFinished(Self.response(503, ["Retry-After": "Sun, 06 Nov 1994 08:49:40 GMT"]), tries: 1, now: t0, unixTime: now, random: &random)
             == .retry(after: .seconds(3), reason: "status-503"))
         #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == now)
         #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == now)
@@ -119,14 +118,14 @@ import Testing
                     else: retry
             """
         var s = try state(yaml)
-        #expect(s.tryFinished(Self.response(500), now: t0, random: &random) == .fail(validator: "routes[0].validate[0] (status 200-299)"))
-        #expect(s.tryFinished(Self.response(200, ["Content-Type": "application/json"], body: #"{"error":"busy"}"#), now: t0, random: &random)
+        #expect(s.tryFinished(Self.response(500), tries: 1, now: t0, random: &random) == .fail(validator: "routes[0].validate[0] (status 200-299)"))
+        #expect(s.tryFinished(Self.response(200, ["Content-Type": "application/json"], body: #"{"error":"busy"}"#), tries: 2, now: t0, random: &random)
             == .retry(after: .zero, reason: "routes[0].validate[1] (json /error)"))
-        #expect(s.tryFinished(Self.response(200, ["Content-Type": "text/plain"], body: "x"), now: t0, random: &random) == .accept)
+        #expect(s.tryFinished(Self.response(200, ["Content-Type": "text/plain"], body: "x"), tries: 3, now: t0, random: &random) == .accept)
         var empty = try state(yaml)
-        #expect(empty.tryFinished(Self.response(200, ["Content-Type": "application/json; charset=utf-8"], body: ""), now: t0, random: &random)
+        #expect(empty.tryFinished(Self.response(200, ["Content-Type": "application/json; charset=utf-8"], body: ""), tries: 1, now: t0, random: &random)
             == .retry(after: .zero, reason: "routes[0].validate[3] (empty)"))
-        #expect(empty.tryFinished(Self.response(200, ["Content-Type": "application/json"], body: #"{"ok":true}"#), now: t0, random: &random)
+        #expect(empty.tryFinished(Self.response(200, ["Content-Type": "application/json"], body: #"{"ok":true}"#), tries: 2, now: t0, random: &random)
             == .accept)
     }
 
@@ -141,12 +140,12 @@ import Testing
                         capture: {pointer: /access_token, header: Authorization, format: "Bearer {}"}
             """
         var s = try state(yaml)
-        guard case .refreshThenRetry(let spec) = s.tryFinished(Self.response(401), now: t0, random: &random) else {
+        guard case .refreshThenRetry(let spec) = s.tryFinished(Self.response(401), tries: 1, now: t0, random: &random) else {
             Issue.record("expected a refresh")
             return
         }
         #expect(spec.path == "/token")
-        #expect(s.tryFinished(Self.response(401), now: t0, random: &random) == .giveUp(reason: "routes[0].validate[0] (status 401): attempts spent"))
+        #expect(s.tryFinished(Self.response(401), tries: 2, now: t0, random: &random) == .giveUp(reason: "routes[0].validate[0] (status 401): attempts spent"))
     }
 
     @Test mutating func backoffStrategies() {

@@ -1,30 +1,41 @@
+import NIOCore
+
 /// The lifecycle of the calls of one HTTP/1.1 connection or HTTP/2 stream,
 /// one call at a time, as a value: events in, actions out, no I/O (AHC's
 /// `HTTPRequestStateMachine` shape). Every asynchronous step a call starts
 /// (modifier hooks, a pool wait, a per-try timer, a backoff, a credential
 /// refresh) carries the `Token` current when it started; an event whose
 /// token is no longer current belongs to a call that ended or a try that
-/// moved on, and is ignored by construction. It owns the call's deadline
-/// (the route's `timeout`), read against whatever clock `Instant` is from.
-struct CallStateMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+/// moved on, and is ignored by construction.
+///
+/// It owns what a call decides with: the one deadline (the route's
+/// `timeout`), the one count of tries, the route's validator chain and retry
+/// policy walked as an embedded `RetryState` (as AHC's connection machine
+/// embeds its request machine), a response held whole for the validators,
+/// whether the try's endpoint was judged, and a streamed request body's
+/// progress. The runner (`ProxyHandler`) holds only the I/O handles.
+struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Instant.Duration == Duration {
     /// Who started a timer or a completion: the call, and its try.
     struct Token: Hashable, Sendable {
         let call: UInt64
         let attempt: Int
     }
 
-    enum State: Hashable, Sendable {
+    enum State: Sendable {
         /// No call in flight.
         case idle
         /// The embedder's request modifiers run.
         case modifying(Token)
         /// A pooled connection is on its way (idle, new, or a waiter's turn).
-        case connecting(Token)
+        case acquiring(Token)
         /// The request went out; no response head yet (the per-try timer runs).
         case awaitingHead(Token)
-        /// The response head arrived; `forwarded`: it went to the client, so
-        /// the try can no longer be timed out or retried.
-        case receiving(Token, forwarded: Bool)
+        /// The validators read the body: the answer is held whole until they
+        /// judge it (the per-try timer still runs).
+        case holding(Token, head: ResponseHead, body: [UInt8])
+        /// The response head went to the client: the try can no longer be
+        /// timed out or retried.
+        case forwarding(Token)
         /// A refused response is read to its end, then the retry waits `delay`.
         case draining(Token, delay: Duration)
         /// Waiting out a retry's backoff.
@@ -33,16 +44,11 @@ struct CallStateMachine<Instant: InstantProtocol>: Sendable where Instant.Durati
         case refreshing(Token)
     }
 
-    enum Action: Hashable, Sendable {
+    enum Action: Equatable, Sendable {
         /// The event is stale: nothing to do.
         case ignore
         case runModifiers(Token)
         case acquireConnection(Token)
-        /// Send the request on the connection just acquired and, when the
-        /// route has one, arm a per-try timer carrying `token`.
-        case send(Token, perTryTimeout: Duration?)
-        /// A connection arrived for a call or try that is over: back to its pool.
-        case returnConnection
         /// The current try ran out of time: abandon its connection, fail it as `timeout`.
         case timeOutTry
         case wait(Token, Duration)
@@ -53,86 +59,241 @@ struct CallStateMachine<Instant: InstantProtocol>: Sendable where Instant.Durati
         case timeOutCall(forwarded: Bool)
     }
 
+    /// What a connection that arrived is for.
+    enum ConnectionAction: Equatable, Sendable {
+        /// Send the request on it (`streamed`: its head, then the body parts
+        /// read meanwhile, and the body's end when it came); when the route
+        /// has one, arm a per-try timer carrying `token`.
+        case send(Token, perTryTimeout: Duration?, streamed: StreamedStart?)
+        /// The call or try it was for is over: back to its pool.
+        case giveBack
+    }
+
+    struct StreamedStart: Equatable, Sendable {
+        var pending: [ByteBuffer]
+        var end: Bool
+    }
+
+    /// What a streamed request body part or end asks of the runner.
+    enum BodyAction: Equatable, Sendable {
+        case none
+        /// To the upstream connection of the try in flight.
+        case send(ByteBuffer)
+        case sendEnd
+        /// The call is over: the client's reading resumes, so the rest of its body is read (and dropped).
+        case resumeClient
+    }
+
+    /// A pass-through route's request body, streamed as it arrives. It
+    /// outlives a call that ends first: the rest is read and dropped.
+    struct StreamedBody: Sendable {
+        /// Parts read before the upstream connection was ready.
+        var pending: [ByteBuffer] = []
+        var ended = false
+        var connected = false
+    }
+
     private(set) var state = State.idle
     private var calls: UInt64 = 0
     private var perTryTimeout: Duration?
     /// When the call in flight must be over.
     private(set) var deadline: Instant?
-    /// The one replay of a request that never reached the upstream was used.
+    /// Tries started for the call in flight: a request sent, or a connect that failed.
+    private(set) var tries = 0
+    /// The one replay of a request that never reached the upstream was used
+    /// (or may not be: its body streamed).
     private(set) var replayed = false
+    /// That replay was a try the retry policy does not count.
+    private var unsentReplays = 0
+    /// The route's validators and retry policy walked for this call (nil:
+    /// the route has neither).
+    private(set) var retry: RetryState<Instant>?
+    /// The current try's outcome was told to its endpoint's outlier detection.
+    private var judged = true
+    private(set) var streamed: StreamedBody?
 
     var token: Token? {
         switch state {
         case .idle: nil
-        case .modifying(let t), .connecting(let t), .awaitingHead(let t), .receiving(let t, _), .draining(let t, _),
+        case .modifying(let t), .acquiring(let t), .awaitingHead(let t), .holding(let t, _, _), .forwarding(let t), .draining(let t, _),
             .backingOff(let t), .refreshing(let t):
             t
         }
     }
 
-    var inFlight: Bool { state != .idle }
+    var inFlight: Bool { token != nil }
 
     /// The response head went to the client.
     var responseForwarded: Bool {
-        if case .receiving(_, true) = state { return true }
+        if case .forwarding = state { return true }
         return false
     }
 
-    /// A new call: its first try starts with the modifiers, or at once.
-    /// `replayable`: false when the body streams (no replay of any kind).
-    mutating func start(now: Instant, timeout: Duration, runsModifiers: Bool, perTryTimeout: Duration?,
-                        replayable: Bool = true) -> Action {
-        calls &+= 1
-        deadline = now.advanced(by: timeout)
-        self.perTryTimeout = perTryTimeout
-        replayed = !replayable
-        let token = Token(call: calls, attempt: 1)
-        if runsModifiers {
-            state = .modifying(token)
-            return .runModifiers(token)
-        }
-        state = .connecting(token)
-        return .acquireConnection(token)
+    var isDraining: Bool {
+        if case .draining = state { return true }
+        return false
     }
 
-    /// The modifiers finished; `false` from the caller's side means they failed
-    /// and the call ends (see `end()`).
-    mutating func modifiersFinished(_ token: Token) -> Action {
-        guard state == .modifying(token) else { return .ignore }
-        state = .connecting(token)
-        return .acquireConnection(token)
+    var isHolding: Bool {
+        if case .holding = state { return true }
+        return false
     }
 
     /// Whether a completion (a failed modifier or pool wait) is the current one's.
     func isCurrent(_ token: Token) -> Bool { self.token == token }
 
-    mutating func connectionReady(_ token: Token) -> Action {
-        guard state == .connecting(token) else { return .returnConnection }
-        state = .awaitingHead(token)
-        return .send(token, perTryTimeout: perTryTimeout)
+    /// A new call: its first try starts with the modifiers, or at once.
+    /// `streams`: its body streams upstream as it arrives (no replay of any
+    /// kind, and the client is not read until a connection takes the body).
+    mutating func start(now: Instant, timeout: Duration, runsModifiers: Bool, perTryTimeout: Duration?, retry: RetryState<Instant>? = nil,
+                        streams: Bool = false) -> Action {
+        calls &+= 1
+        deadline = now.advanced(by: timeout)
+        self.perTryTimeout = perTryTimeout
+        self.retry = retry
+        self.retry?.deadline = deadline
+        replayed = streams
+        unsentReplays = 0
+        tries = 0
+        judged = true
+        if streams { streamed = StreamedBody() }
+        let token = Token(call: calls, attempt: 1)
+        if runsModifiers {
+            state = .modifying(token)
+            return .runModifiers(token)
+        }
+        state = .acquiring(token)
+        return .acquireConnection(token)
     }
+
+    /// The modifiers finished; a failure ends the call instead (see `end()`).
+    mutating func modifiersFinished(_ token: Token) -> Action {
+        guard case .modifying(token) = state else { return .ignore }
+        state = .acquiring(token)
+        return .acquireConnection(token)
+    }
+
+    mutating func connectionReady(_ token: Token) -> ConnectionAction {
+        guard case .acquiring(token) = state else { return .giveBack }
+        state = .awaitingHead(token)
+        tries += 1
+        judged = false
+        guard var body = streamed else { return .send(token, perTryTimeout: perTryTimeout, streamed: nil) }
+        let start = StreamedStart(pending: body.pending, end: body.ended)
+        body.pending = []
+        body.connected = !body.ended
+        streamed = body.ended ? nil : body
+        return .send(token, perTryTimeout: perTryTimeout, streamed: start)
+    }
+
+    /// The connection for `token` could not be made: a try too.
+    mutating func connectFailed(_ token: Token) -> Bool {
+        guard isCurrent(token) else { return false }
+        tries += 1
+        return true
+    }
+
+    // MARK: The request body that streams
+
+    mutating func bodyPart(_ buffer: ByteBuffer) -> BodyAction {
+        guard var body = streamed else { return .none }
+        if body.connected { return inFlight ? .send(buffer) : .none }
+        guard inFlight else { return .none }
+        streamed = nil
+        body.pending.append(buffer)
+        streamed = body
+        return .none
+    }
+
+    mutating func bodyEnded() -> BodyAction {
+        guard var body = streamed else { return .none }
+        body.ended = true
+        if body.connected, inFlight {
+            streamed = nil
+            return .sendEnd
+        }
+        if !inFlight {
+            streamed = nil
+            return .resumeClient
+        }
+        streamed = body
+        return .none
+    }
+
+    /// The call ended while its body may still come: read on, dropping it.
+    mutating func bodyAbandoned() -> BodyAction {
+        guard var body = streamed else { return .none }
+        body.pending = []
+        body.connected = false
+        streamed = body.ended ? nil : body
+        return .resumeClient
+    }
+
+    /// The client is gone: no body will come.
+    mutating func bodyGone() { streamed = nil }
+
+    /// The upstream connection sends the body as it arrives.
+    var bodyConnected: Bool { streamed?.connected == true }
+
+    // MARK: The response
 
     mutating func perTryTimerFired(_ token: Token) -> Action {
         switch state {
-        case .awaitingHead(token), .receiving(token, forwarded: false): return .timeOutTry
+        case .awaitingHead(token), .holding(token, _, _): return .timeOutTry
         default: return .ignore
         }
     }
 
-    mutating func responseHeadArrived() {
-        if case .awaitingHead(let t) = state { state = .receiving(t, forwarded: false) }
+    /// The head arrived and the validators read the body: it is held, not forwarded yet.
+    mutating func hold(_ head: ResponseHead) {
+        if case .awaitingHead(let t) = state { state = .holding(t, head: head, body: []) }
+    }
+
+    /// A part of a held body; past `limit` the answer is let through as it
+    /// is: returned to be written, the rest streams.
+    mutating func heldBody(_ buffer: ByteBuffer, limit: Int) -> (head: ResponseHead, body: [UInt8])? {
+        guard case .holding(let t, let head, var body) = state else { return nil }
+        // The state lets go of the array first, so it grows in place.
+        state = .awaitingHead(t)
+        body.append(contentsOf: buffer.readableBytesView)
+        guard body.count > limit else {
+            state = .holding(t, head: head, body: body)
+            return nil
+        }
+        return (head, body)
+    }
+
+    /// The held answer, whole, to be judged (still held: a retry drops it, an accept writes it).
+    var held: (head: ResponseHead, body: [UInt8])? {
+        guard case .holding(_, let head, let body) = state else { return nil }
+        return (head, body)
     }
 
     mutating func responseHeadForwarded() {
-        if let token { state = .receiving(token, forwarded: true) }
+        if let token { state = .forwarding(token) }
     }
+
+    /// The try's outcome for the validators and retry policy (nil: the route
+    /// has neither). Unsent replays are free: the policy counts the others.
+    mutating func tryFinished(_ outcome: TryOutcome, now: Instant, random: inout some RandomNumberGenerator) -> RetryState<Instant>.Action? {
+        retry?.tryFinished(outcome, tries: tries - unsentReplays, now: now, random: &random)
+    }
+
+    /// The current try's outcome goes to its endpoint's outlier detection once: whether this is that once.
+    mutating func judge() -> Bool {
+        guard inFlight, !judged else { return false }
+        judged = true
+        return true
+    }
+
+    // MARK: Retries
 
     /// The try failed or was refused: the next one starts after `delay`.
     mutating func retry(after delay: Duration) -> Action {
         guard let token else { return .ignore }
         let next = Token(call: token.call, attempt: token.attempt + 1)
         guard delay > .zero else {
-            state = .connecting(next)
+            state = .acquiring(next)
             return .acquireConnection(next)
         }
         state = .backingOff(next)
@@ -144,11 +305,6 @@ struct CallStateMachine<Instant: InstantProtocol>: Sendable where Instant.Durati
         if let token { state = .draining(token, delay: delay) }
     }
 
-    var isDraining: Bool {
-        if case .draining = state { return true }
-        return false
-    }
-
     /// The drained response ended (or its connection failed).
     mutating func drained() -> Action {
         guard case .draining(_, let delay) = state else { return .ignore }
@@ -156,8 +312,8 @@ struct CallStateMachine<Instant: InstantProtocol>: Sendable where Instant.Durati
     }
 
     mutating func backoffElapsed(_ token: Token) -> Action {
-        guard state == .backingOff(token) else { return .ignore }
-        state = .connecting(token)
+        guard case .backingOff(token) = state else { return .ignore }
+        state = .acquiring(token)
         return .acquireConnection(token)
     }
 
@@ -170,8 +326,8 @@ struct CallStateMachine<Instant: InstantProtocol>: Sendable where Instant.Durati
     }
 
     mutating func credentialReady(_ token: Token) -> Action {
-        guard state == .refreshing(token) else { return .ignore }
-        state = .connecting(token)
+        guard case .refreshing(token) = state else { return .ignore }
+        state = .acquiring(token)
         return .acquireConnection(token)
     }
 
@@ -181,12 +337,15 @@ struct CallStateMachine<Instant: InstantProtocol>: Sendable where Instant.Durati
     mutating func replayUnsent() -> Action? {
         guard !replayed, case .awaitingHead = state else { return nil }
         replayed = true
+        unsentReplays += 1
         return retry(after: .zero)
     }
 
+    // MARK: The end
+
     /// The timer woke: whether the call in flight ran out of time.
     func deadlinePassed(now: Instant) -> Action {
-        guard state != .idle, let deadline else { return .ignore }
+        guard inFlight, let deadline else { return .ignore }
         guard now >= deadline else { return .wake(at: deadline) }
         return .timeOutCall(forwarded: responseForwarded)
     }
@@ -196,5 +355,6 @@ struct CallStateMachine<Instant: InstantProtocol>: Sendable where Instant.Durati
     mutating func end() {
         state = .idle
         deadline = nil
+        retry = nil
     }
 }

@@ -16,12 +16,6 @@ extension ProxyHandler {
         var route: Route
         var requestID: String
         var connection: (any UpstreamConnection)?
-        /// The route's validators and retry policy walked for this call (nil:
-        /// the route has neither).
-        var retry: RetryState<LoopInstant>?
-        /// A response held back whole because a validator reads its body.
-        var heldHead: ResponseHead?
-        var heldBody: [UInt8] = []
         /// The credential generation each of the route's refreshers gave this try.
         var credentials: [Int] = []
         /// Its place in the pool's queue while it waits for a connection.
@@ -30,10 +24,8 @@ extension ProxyHandler {
         /// when the call ends (their tokens make a late one harmless anyway).
         var perTryTimer: Scheduled<Void>?
         var backoff: Scheduled<Void>?
-        /// The endpoint of the current try (picked, then connected), and
-        /// whether its outcome was told to the endpoint's outlier detection.
+        /// The endpoint of the current try (picked, then connected).
         var endpoint: Endpoint?
-        var judged = true
         /// Counted among the upstream's calls waiting for a connection.
         private var pendingOn: UpstreamState?
 
@@ -48,15 +40,13 @@ extension ProxyHandler {
             pendingOn = nil
         }
 
-        init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String,
-             retry: RetryState<LoopInstant>?, streams: Bool) {
+        init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String, streams: Bool) {
             // Read before the head moves in (after, reading it copied the head).
             keepAlive = requestHead.keepsAlive
             self.requestHead = requestHead
             self.request = request
             self.route = route
             self.requestID = requestID
-            self.retry = retry
             self.streams = streams
         }
     }

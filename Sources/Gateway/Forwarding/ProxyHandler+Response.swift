@@ -7,10 +7,7 @@ extension ProxyHandler {
     /// Lets a held answer through as it is: its head, what was held of the
     /// body, and from now on the rest as it arrives (too large to hold, or
     /// the validators accepted it).
-    func releaseHeldResponse() {
-        guard let head = call?.heldHead, let body = call?.heldBody else { return }
-        call?.heldHead = nil
-        call?.heldBody = []
+    func releaseHeldResponse(_ head: ResponseHead, body: [UInt8]) {
         writeHead(head)
         if !body.isEmpty {
             log.bytes += body.count
@@ -23,7 +20,7 @@ extension ProxyHandler {
     }
 
     func upstreamWritabilityChanged(_ writable: Bool) {
-        if writable, streaming?.connected == true { setClientReading(true) }
+        if writable, machine.bodyConnected { setClientReading(true) }
     }
 
     /// A try starts on an endpoint the upstream's balance picks (another
@@ -59,10 +56,10 @@ extension ProxyHandler {
             case .success(let connection):
                 return connectionReady(connection, token)
             case .failure(let error):
-                guard machine.isCurrent(token) else { return false }
-                self.call?.waiter = nil
                 // A connect that failed was a try too.
-                log.tries += 1
+                guard machine.connectFailed(token) else { return false }
+                self.call?.waiter = nil
+                log.tries = machine.tries
                 upstreamFailed(error as? UpstreamError ?? .connectFailure("\(error)"), progress: .unsent)
                 return true
             }
@@ -87,21 +84,19 @@ extension ProxyHandler {
     /// The current try's outcome, told once to its endpoint's outlier
     /// detection; `failure`: what made it fail, nil when it did not.
     func judgeTry(_ failure: OutlierConfig.Failure?) {
-        guard let call, !call.judged, let endpoint = call.endpoint else { return }
-        call.judged = true
+        guard machine.judge(), let endpoint = call?.endpoint else { return }
         endpoint.upstream.tryEnded(endpoint, failure: failure)
     }
 
     /// Whether the call took the connection (false: its try is over, the
     /// connection goes to someone else).
     func connectionReady(_ connection: any UpstreamConnection, _ token: CallMachine.Token) -> Bool {
-        guard case .send(_, let perTryTimeout) = machine.connectionReady(token), let call else { return false }
+        guard case .send(_, let perTryTimeout, let streamed) = machine.connectionReady(token), let call else { return false }
         call.waiter = nil
         call.connection = connection
         call.endpoint = connection.endpoint
-        call.judged = false
         call.route.metrics.tries?.increment()
-        log.tries += 1
+        log.tries = machine.tries
         log.sentAt = now
         log.upstreamAddress = connection.peerAddress
         log.upstreamStatus = nil
@@ -112,22 +107,18 @@ extension ProxyHandler {
                 run(machine.perTryTimerFired(token))
             }
         }
-        guard var state = streaming else {
+        guard let streamed else {
             connection.send(call.request, delegate: self)
             return true
         }
         connection.sendHead(call.request, delegate: self)
         // The connection may have failed inside that write, ending the try.
         guard machine.isCurrent(token) else { return true }
-        for buffer in state.pending { connection.sendBody(buffer) }
-        state.pending = []
-        state.connected = true
-        if state.ended {
+        for buffer in streamed.pending { connection.sendBody(buffer) }
+        if streamed.end {
             connection.sendEnd()
-            streaming = nil
-        } else {
-            streaming = state
-            if connection.isWritable { setClientReading(true) }
+        } else if connection.isWritable {
+            setClientReading(true)
         }
         return true
     }
@@ -160,18 +151,13 @@ extension ProxyHandler {
     }
 
     func upstreamHead(_ upstreamHead: consuming ResponseHead) {
-        machine.responseHeadArrived()
         // Logged whatever the validators make of it.
         log.upstreamStatus = Int(upstreamHead.status.code)
         if let sentAt = log.sentAt { log.firstByte = now - sentAt }
         // The call read once: each `call?.` retained and released it.
         guard let call else { return }
-        let judged = call.retry != nil
-        if judged, call.route.validatorsReadBodies || shared.validatorsReadBodies {
-            call.heldHead = upstreamHead
-            call.heldBody = []
-            return
-        }
+        let judged = machine.retry != nil
+        if judged, call.route.validatorsReadBodies || shared.validatorsReadBodies { return machine.hold(upstreamHead) }
         if judged {
             let status = Int(upstreamHead.status.code)
             if decide(.response(status: status, headers: upstreamHead.headers, body: nil), upstreamStatus: status) { return }
@@ -203,9 +189,10 @@ extension ProxyHandler {
 
     func upstreamBody(_ buffer: ByteBuffer) {
         guard let call, !machine.isDraining else { return }
-        if call.heldHead != nil {
-            call.heldBody.append(contentsOf: buffer.readableBytesView)
-            if call.heldBody.count > shared.config.limits.maxResponseBodyBytes { releaseHeldResponse() }
+        if machine.isHolding {
+            if let held = machine.heldBody(buffer, limit: shared.config.limits.maxResponseBodyBytes) {
+                releaseHeldResponse(held.head, body: held.body)
+            }
             return
         }
         log.bytes += buffer.readableBytes
@@ -218,11 +205,12 @@ extension ProxyHandler {
 
     private func completeResponse() {
         if drained() { return }
-        if let held = call?.heldHead, let body = call?.heldBody {
-            let headers = held.headers
-            let status = Int(held.status.code)
-            if decide(.response(status: status, headers: headers, body: body), upstreamStatus: status, responseComplete: true) { return }
-            releaseHeldResponse()
+        if let held = machine.held {
+            let status = Int(held.head.status.code)
+            if decide(.response(status: status, headers: held.head.headers, body: held.body), upstreamStatus: status, responseComplete: true) {
+                return
+            }
+            releaseHeldResponse(held.head, body: held.body)
         }
         guard let call = endCall() else { return }
         endStreaming()
@@ -240,7 +228,7 @@ extension ProxyHandler {
             // Provably never reached the upstream (a pooled connection found
             // closed, or closed by the failing write): once more, unasked.
             if progress == .unsent, error.kind != .connectFailure, let replay = machine.replayUnsent() {
-                logTry(.failure(error), .retry(after: .zero, reason: "unsent"), call.retry)
+                logTry(.failure(error), .retry(after: .zero, reason: "unsent"))
                 return run(replay)
             }
             if decide(.failure(error), upstreamStatus: nil) { return }

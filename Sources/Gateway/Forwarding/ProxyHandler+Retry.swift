@@ -10,8 +10,9 @@ extension ProxyHandler {
         guard route.judgesTries || !shared.validators.isEmpty else { return nil }
         let config = route.config
         route.retryBudget?.callStarted()
+        // Its deadline is the call's, set by the call's machine.
         return RetryState(policy: config.retry, validators: config.validate, custom: shared.validators, route: config.name,
-                          method: method, replayable: replayable, deadline: loopNow.advanced(by: config.timeout ?? Self.defaultTimeout))
+                          method: method, replayable: replayable, deadline: nil)
     }
 
     /// Consults the call's retry state for one try's outcome; returns true when
@@ -19,19 +20,16 @@ extension ProxyHandler {
     /// `responseComplete`: the connection already finished its response (and
     /// went back to its pool), so it is not abandoned.
     func decide(_ outcome: TryOutcome, upstreamStatus: Int?, responseComplete: Bool = false) -> Bool {
-        guard let call, var retry = call.retry else { return false }
+        guard let call, let action = machine.tryFinished(outcome, now: loopNow, random: &random) else { return false }
         if responseComplete { call.connection = nil }
-        let action = retry.tryFinished(outcome, now: loopNow, random: &random)
-        call.retry = retry
-        self.call = call
         var decided = action
         switch action {
         case .retry, .refreshThenRetry:
             if let budget = call.route.retryBudget, !budget.takeRetry() { decided = .giveUp(reason: "retry budget spent") }
         default: break
         }
-        logTry(outcome, decided, retry)
-        if case .response(let status, _, _) = outcome { judgeTry(Self.outlierFailure(status: status, decided, by: retry.decidedBy)) }
+        logTry(outcome, decided)
+        if case .response(let status, _, _) = outcome { judgeTry(Self.outlierFailure(status: status, decided, by: machine.retry?.decidedBy)) }
         switch decided {
         case .accept, .giveUp:
             return false
@@ -142,7 +140,8 @@ extension ProxyHandler {
 
     /// One line per try on routes with a validator chain or retries: the try's
     /// outcome, what decided, and what happens next.
-    func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action, _ retry: RetryState<LoopInstant>?) {
+    func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action) {
+        let decidedBy = machine.retry?.decidedBy
         let metrics = routeMetrics ?? shared.metrics.unrouted
         let result: String
         switch outcome {
@@ -160,11 +159,11 @@ extension ProxyHandler {
             metrics.retried(reason: reason)
         case .refreshThenRetry: next = "refresh"
         }
-        if let decider = retry?.decidedBy { metrics.validator(decider, action: next.prefix { $0 != ":" }.description) }
+        if let decider = decidedBy { metrics.validator(decider, action: next.prefix { $0 != ":" }.description) }
         guard shared.accessLog != nil else { return }
         shared.logger.info("try", metadata: [
-            "route": .string(log.route), "request_id": .string(log.requestID), "try": .stringConvertible(retry?.tries ?? 1),
-            "result": .string(result), "decided_by": .string(retry?.decidedBy ?? "-"), "next": .string(next),
+            "route": .string(log.route), "request_id": .string(log.requestID), "try": .stringConvertible(machine.tries),
+            "result": .string(result), "decided_by": .string(decidedBy ?? "-"), "next": .string(next),
             "delay_ms": .stringConvertible(delay.nanosecondCount / 1_000_000),
         ])
     }

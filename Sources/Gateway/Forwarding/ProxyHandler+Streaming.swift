@@ -3,13 +3,6 @@ import Rewriter
 
 /// A pass-through route's request body, sent upstream as it arrives.
 extension ProxyHandler {
-    struct Streaming {
-        /// Body parts read before the upstream connection was ready.
-        var pending: [ByteBuffer] = []
-        var ended = false
-        var connected = false
-    }
-
     /// The body goes upstream as it arrives: the client's framing (length or
     /// chunked) is kept, and reading pauses whenever the upstream cannot take more.
     func startStreaming(_ head: RequestHead, _ admitted: CallAdmission.Admitted, framing: RequestFraming) {
@@ -24,44 +17,31 @@ extension ProxyHandler {
         } catch {
             return respond(error, to: head, requestID: client.requestID, close: true)
         }
-        streaming = Streaming()
         setClientReading(false)
         let retry = retryState(route, method: request.method, replayable: false)
-        startCall(Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, retry: retry, streams: true))
+        startCall(Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, streams: true), retry: retry)
     }
 
-    func streamBody(_ buffer: ByteBuffer) {
-        guard var state = streaming else { return }
-        if state.connected, let connection = call?.connection {
-            connection.sendBody(buffer)
-            if !connection.isWritable { setClientReading(false) }
-        } else if call != nil {
-            state.pending.append(buffer)
-            streaming = state
-        }
-    }
+    func streamBody(_ buffer: ByteBuffer) { perform(machine.bodyPart(buffer)) }
 
-    func streamEnd() {
-        guard var state = streaming else { return }
-        state.ended = true
-        streaming = state
-        if state.connected, let connection = call?.connection {
-            connection.sendEnd()
-            streaming = nil
-        } else if call == nil {
-            // The call already ended (answered early or failed): nothing to send.
-            streaming = nil
-            setClientReading(true)
-        }
-    }
+    func streamEnd() { perform(machine.bodyEnded()) }
 
     /// The call is over while the client may still be sending its body: keep
     /// reading it (and drop it) so the connection's framing stays intact.
-    func endStreaming() {
-        guard var state = streaming else { return }
-        state.pending = []
-        state.connected = false
-        streaming = state.ended ? nil : state
-        setClientReading(true)
+    func endStreaming() { perform(machine.bodyAbandoned()) }
+
+    func perform(_ action: CallMachine.BodyAction) {
+        switch action {
+        case .none:
+            return
+        case .send(let buffer):
+            guard let connection = call?.connection else { return }
+            connection.sendBody(buffer)
+            if !connection.isWritable { setClientReading(false) }
+        case .sendEnd:
+            call?.connection?.sendEnd()
+        case .resumeClient:
+            setClientReading(true)
+        }
     }
 }

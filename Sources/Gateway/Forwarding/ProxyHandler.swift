@@ -31,8 +31,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
     var requestHeaders = HeaderList()
     var admitted: CallAdmission.Admitted?
     var body: [UInt8] = []
-    /// Set while a request body streams upstream.
-    var streaming: Streaming?
 
     /// The call in flight: what it carries. Its lifecycle is `machine`'s.
     var call: Call?
@@ -63,7 +61,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// and logged as the client's doing (499, as nginx logs it).
     func detach() {
         abandonCall()
-        streaming = nil
+        machine.bodyGone()
         head = nil
         // Logged unless its line was written (a response cut short closes the connection too).
         record(status: 499, outcome: "client-gone")
@@ -114,7 +112,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             begin(head)
             received(head)
         case .body(let buffer):
-            if streaming != nil {
+            if machine.streamed != nil {
                 streamBody(buffer)
             } else if head != nil {
                 // The head is not bound here: that copied it for every part.
@@ -130,7 +128,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             }
         case .end:
             exchange.requestEnded()
-            if streaming != nil {
+            if machine.streamed != nil {
                 streamEnd()
             } else if let head = head.take() {
                 handleBuffered(consume head)
@@ -233,7 +231,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 endStreaming()
                 let problem = error as? Problem
                     ?? .modifierFailed("\(error)", route: call.route.config.name)
-                respond(problem, to: call.requestHead, requestID: call.requestID, close: streaming != nil)
+                respond(problem, to: call.requestHead, requestID: call.requestID, close: machine.streamed != nil)
             }
         }
     }
@@ -241,7 +239,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// Performs what the call's state machine decided.
     func run(_ action: CallMachine.Action) {
         switch action {
-        case .ignore, .returnConnection, .send:
+        case .ignore:
             return
         case .wake(let deadline):
             wake(at: deadline)
@@ -263,12 +261,12 @@ final class ProxyHandler: UpstreamResponseDelegate {
     }
 
     /// Starts the call's first try (through the modifiers, when there are any).
-    func startCall(_ call: Call) {
+    func startCall(_ call: Call, retry: RetryState<LoopInstant>?) {
         self.call = call
         exchange.callStarted()
         let action = machine.start(now: loopNow, timeout: call.route.config.timeout ?? Self.defaultTimeout,
                                    runsModifiers: !shared.modifiers.isEmpty, perTryTimeout: call.route.config.retry?.perTryTimeout,
-                                   replayable: !call.streams)
+                                   retry: retry, streams: call.streams)
         if let deadline = machine.deadline { wake(at: deadline) }
         run(action)
     }
@@ -318,8 +316,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         // Validators do not judge a tunnel.
         let retry = admitted.upgrade == nil ? retryState(route, method: request.method, replayable: true) : nil
         // Moved into the call: a copy would retain each of its strings and arrays.
-        startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, retry: retry,
-                       streams: false))
+        startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: false),
+                  retry: retry)
     }
 
     func setClientReading(_ on: Bool) { client.setReading(on) }
@@ -344,7 +342,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func malformed(_ problem: Problem) {
         if machine.responseForwarded { return client.close() }
         abandonCall()
-        streaming = nil
+        machine.bodyGone()
         head = nil
         switch exchange.malformed() {
         case .close:

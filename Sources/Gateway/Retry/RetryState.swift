@@ -27,11 +27,11 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
     /// The embedder's validators, after the configured ones.
     public let custom: [any ResponseValidator]
     private let route: String
-    public let deadline: Instant?
+    /// The call's deadline, which its state machine owns and sets.
+    public var deadline: Instant?
     /// The request's body is buffered, so it can be replayed byte for byte.
     public let replayable: Bool
     private let methodAllowed: Bool
-    public private(set) var tries = 0
     /// What decided the last try's fate: a validator's label, a retry
     /// condition, or nil when nothing in the chain spoke.
     public private(set) var decidedBy: String?
@@ -49,13 +49,12 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
         methodAllowed = policy?.methods.contains(method) ?? false
     }
 
-    /// A try ended with `outcome` at `now` (`unixTime`: the wall clock, read
-    /// only for a `Retry-After` date, when not given; for a
-    /// `Retry-After` date): what happens next.
+    /// Try number `tries` (counted by the call's state machine) ended with
+    /// `outcome` at `now` (`unixTime`: the wall clock, read only for a
+    /// `Retry-After` date, when not given): what happens next.
     public mutating func tryFinished(
-        _ outcome: TryOutcome, now: Instant, unixTime: Int64? = nil, random: inout some RandomNumberGenerator
+        _ outcome: TryOutcome, tries: Int, now: Instant, unixTime: Int64? = nil, random: inout some RandomNumberGenerator
     ) -> Action {
-        tries += 1
         decidedBy = nil
         var body = ParsedBody(outcome.body)
         var answers: [(ValidatorSpec.Action, String)] = []
@@ -76,15 +75,15 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
             case .accept: return .accept
             case .pass: return .accept
             case .fail: return .fail(validator: label)
-            case .retry: return retryIfAllowed(reason: label, outcome: outcome, now: now, unixTime: unixTime, random: &random)
+            case .retry: return retryIfAllowed(reason: label, outcome: outcome, tries: tries, now: now, unixTime: unixTime, random: &random)
             case .refresh(let spec):
-                if let refusal = refusal(now: now, delay: .zero) { return .giveUp(reason: "\(label): \(refusal)") }
+                if let refusal = refusal(tries: tries, now: now, delay: .zero) { return .giveUp(reason: "\(label): \(refusal)") }
                 return .refreshThenRetry(spec)
             }
         }
         if let condition = matchingCondition(outcome) {
             decidedBy = condition
-            return retryIfAllowed(reason: condition, outcome: outcome, now: now, unixTime: unixTime, random: &random)
+            return retryIfAllowed(reason: condition, outcome: outcome, tries: tries, now: now, unixTime: unixTime, random: &random)
         }
         if case .failure(let error) = outcome { return .giveUp(reason: error.name) }
         return .accept
@@ -104,7 +103,7 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
     }
 
     private func retryIfAllowed(
-        reason: String, outcome: TryOutcome, now: Instant, unixTime: Int64?, random: inout some RandomNumberGenerator
+        reason: String, outcome: TryOutcome, tries: Int, now: Instant, unixTime: Int64?, random: inout some RandomNumberGenerator
     ) -> Action {
         guard let policy else { return .giveUp(reason: "\(reason): no retry policy") }
         var delay = policy.backoff.delay(forRetry: tries, random: &random)
@@ -116,14 +115,14 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
                 delay = .seconds(max(0, date - (unixTime ?? HTTPDate.now())))
             }
         }
-        if let refusal = refusal(now: now, delay: delay) { return .giveUp(reason: "\(reason): \(refusal)") }
+        if let refusal = refusal(tries: tries, now: now, delay: delay) { return .giveUp(reason: "\(reason): \(refusal)") }
         return .retry(after: delay, reason: reason)
     }
 
     /// Why no further try may start (nil: it may): attempts remain, the
     /// method may be retried, the body can be replayed, and the deadline
     /// leaves room for the wait and (when bounded) the try.
-    private func refusal(now: Instant, delay: Duration) -> String? {
+    private func refusal(tries: Int, now: Instant, delay: Duration) -> String? {
         guard let policy else { return "no retry policy" }
         if tries >= policy.attempts { return "attempts spent" }
         if !methodAllowed { return "method not in retry.methods" }
