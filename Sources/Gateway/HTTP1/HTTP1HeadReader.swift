@@ -49,7 +49,7 @@ struct HTTP1HeadReader {
     }
 
     /// The first LF at or after `start`. `memchr` (libc's vectorized scan)
-    /// instead of a loop over the bytes: that loop cost ~6 instructions a byte,
+    /// instead of a loop over the bytes: that loop costs ~6 instructions a byte,
     /// a third of parsing a head.
     static func lineFeed(in bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
         guard start < bytes.count, let base = bytes.baseAddress,
@@ -191,7 +191,7 @@ struct HTTP1HeadReader {
 
     /// Whether a field value is all ASCII; nil when it holds a control
     /// character other than HTAB, or DEL. Eight bytes at a time while none
-    /// is suspect (hand-written: the byte loop was ~16 instructions a byte,
+    /// is suspect (hand-written: a byte loop costs ~16 instructions a byte,
     /// the most of reading a head, under callgrind).
     static func valueBytes(_ value: UnsafeRawBufferPointer) -> Bool? {
         let high: UInt64 = 0x8080_8080_8080_8080, ones: UInt64 = 0x0101_0101_0101_0101
@@ -232,7 +232,7 @@ extension UnsafeRawBufferPointer {
 extension HTTPMethod {
     /// The common methods without building a string first.
     init(_ bytes: Slice<UnsafeRawBufferPointer>) {
-        // Byte compares: `elementsEqual` over the slice and a UTF8View was ~200 instructions.
+        // Byte compares: `elementsEqual` over the slice and a UTF8View costs ~200 instructions.
         let raw = UnsafeRawBufferPointer(rebasing: bytes)
         switch raw.count {
         case 3 where raw[0] == UInt8(ascii: "G") && raw[1] == UInt8(ascii: "E") && raw[2] == UInt8(ascii: "T"): self = .GET

@@ -33,7 +33,7 @@ struct RawWriter {
     }
 
     /// `literal` between two bytes, with one room check: an access line's
-    /// ` key=`, where three checked copies were ~120 instructions a key.
+    /// ` key=`, where three checked copies cost ~120 instructions a key.
     mutating func put(_ before: UInt8, _ literal: StaticString, _ after: UInt8) {
         let count = literal.utf8CodeUnitCount
         ensure(count + 2)

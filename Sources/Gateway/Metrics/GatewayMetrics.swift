@@ -42,7 +42,7 @@ final class RouteMetrics: Sendable {
     /// By method and status class (`2xx`), made on first use. The common
     /// methods' counters sit in fixed slots, read with one atomic load (not
     /// `AtomicLazyReference`, whose `load` is not inlinable: its generic
-    /// metadata was looked up per call, ~300 instructions); other methods
+    /// metadata looked up per call costs ~300 instructions); other methods
     /// and classes go to `otherCalls`.
     private let calls: InlineArray<35, Atomic<Unmanaged<Counter>?>> = InlineArray { _ in Atomic(nil) }
     private let otherCalls: Mutex<[CallKey: Counter]> = Mutex([:])

@@ -14,7 +14,7 @@ enum RequestRouting {
     }
 
     static func route(_ head: inout RequestHead, limits: Limits, localAuthority: String, router: Router) -> Outcome {
-        // In place: `reduce` over the list copied each field (two retains and releases).
+        // In place: `reduce` over the list would copy each field (two retains and releases).
         let headerBytes = head.headers.withFields { fields in fields.indices.reduce(0) { $0 + fields[$1].name.utf8.count + fields[$1].value.utf8.count + 4 } }
         if headerBytes > limits.maxHeaderBytes {
             return .refused(.headersTooLarge("the headers exceed limits.max_header_bytes (\(limits.maxHeaderBytes))"), extraHeaders: [:],
@@ -47,7 +47,7 @@ enum RequestRouting {
 
     /// The protocol a request asks to switch to (lower case): `Upgrade` named
     /// in `Connection`. An `h2c` upgrade is not one the gateway makes: that
-    /// request is served as plain HTTP/1.1, as before.
+    /// request is served as plain HTTP/1.1.
     static func upgradeAsked(_ headers: HeaderList) -> String? {
         guard let upgrade = headers["Upgrade"], headers.listItems("Connection").contains(where: { HeaderList.equalNames(String($0), "upgrade") })
         else { return nil }

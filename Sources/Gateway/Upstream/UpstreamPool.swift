@@ -14,7 +14,7 @@ final class UpstreamPool: @unchecked Sendable {
     let eventLoop: EventLoop
     private let upstreams: [String: UpstreamConfig]
     private let tlsContexts: [String: NIOSSLContext]
-    /// Per endpoint (by identity: hashing an upstream's name was ~300
+    /// Per endpoint (by identity: hashing an upstream's name costs ~300
     /// instructions a lookup), made at start: a call only looks one up, and
     /// a connection keeps its own.
     private let slots: [ObjectIdentifier: Slot]

@@ -3,7 +3,7 @@
 /// metrics). No clock of its own and no I/O: every event carries its time,
 /// so the orderings are tested without sockets or sleeps.
 struct EndpointHealth<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration, Instant: Sendable {
-    struct Endpoint: Sendable {
+    struct Record: Sendable {
         /// What the active health check says (true until a check says otherwise).
         var healthy = true
         /// Checks in a row that disagree with `healthy`.
@@ -26,13 +26,13 @@ struct EndpointHealth<Instant: InstantProtocol>: Sendable where Instant.Duration
         case panic(Bool)
     }
 
-    private(set) var endpoints: [Endpoint]
+    private(set) var endpoints: [Record]
     let outlier: OutlierConfig?
     let healthCheck: HealthCheckConfig?
     private(set) var panicking = false
 
-    init(count: Int, outlier: OutlierConfig?, healthCheck: HealthCheckConfig?, kept: [Int: Endpoint] = [:]) {
-        endpoints = (0..<count).map { kept[$0] ?? Endpoint() }
+    init(count: Int, outlier: OutlierConfig?, healthCheck: HealthCheckConfig?, kept: [Int: Record] = [:]) {
+        endpoints = (0..<count).map { kept[$0] ?? Record() }
         self.outlier = outlier
         self.healthCheck = healthCheck
     }

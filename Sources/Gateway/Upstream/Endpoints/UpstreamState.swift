@@ -56,12 +56,12 @@ final class UpstreamState: Sendable {
     let pending = Atomic(0)
     private let logger: Logger
 
-    init(config: UpstreamConfig, kept: [UpstreamURL: EndpointHealth<LoopInstant>.Endpoint], logger: Logger, factory: any MetricsFactory) {
+    init(config: UpstreamConfig, kept: [UpstreamURL: EndpointHealth<LoopInstant>.Record], logger: Logger, factory: any MetricsFactory) {
         name = config.name
         self.config = config
         self.logger = logger
         watched = config.endpoints.count > 1 && (config.healthCheck != nil || config.outlier != nil)
-        var carried: [Int: EndpointHealth<LoopInstant>.Endpoint] = [:]
+        var carried: [Int: EndpointHealth<LoopInstant>.Record] = [:]
         for (index, url) in config.endpoints.enumerated() { carried[index] = kept[url] }
         health = Mutex(EndpointHealth(count: config.endpoints.count, outlier: config.outlier, healthCheck: config.healthCheck, kept: carried))
         endpoints = config.endpoints.enumerated().map { Endpoint(url: $1, index: $0, upstream: self, factory: factory) }
@@ -96,7 +96,7 @@ final class UpstreamState: Sendable {
     }
 
     /// Each endpoint's record, to carry into the state a reload makes.
-    var records: [UpstreamURL: EndpointHealth<LoopInstant>.Endpoint] {
+    var records: [UpstreamURL: EndpointHealth<LoopInstant>.Record] {
         let records = health.withLock { $0.endpoints }
         return Dictionary(uniqueKeysWithValues: zip(config.endpoints, records))
     }

@@ -76,7 +76,7 @@ struct HTTP1RequestDecoder {
             return
         }
         let host = headers["Host"] ?? ""
-        // Over the bytes in place: a generic walk of the UTF8View cost ~40 instructions a byte.
+        // Over the bytes in place: a generic walk of the UTF8View costs ~40 instructions a byte.
         let valid = host.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(\.isHostChar) } ?? host.utf8.allSatisfy(\.isHostChar)
         guard valid else { throw .malformed("the Host field is not a host and port") }
     }
@@ -101,7 +101,7 @@ struct HTTP1RequestDecoder {
     static func contentLength(_ headers: HeaderList) throws(HTTP1ParseError) -> Int? {
         var length: Int?
         try headers.forEachValue(named: "Content-Length") { (value: String) throws(HTTP1ParseError) in
-            // Over the bytes in place: walking the UTF8View's indices cost ~40 instructions a byte.
+            // Over the bytes in place: walking the UTF8View's indices costs ~40 instructions a byte.
             let read = value.utf8.withContiguousStorageIfAvailable { Self.readLength($0, into: &length) }
                 ?? Array(value.utf8).withUnsafeBufferPointer { Self.readLength($0, into: &length) }
             if let read { throw read }

@@ -41,7 +41,7 @@ extension ProxyHandler {
         }
 
         init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String, streams: Bool) {
-            // Read before the head moves in (after, reading it copied the head).
+            // Read before the head moves in (after, reading it would copy the head).
             keepAlive = requestHead.keepsAlive
             self.requestHead = requestHead
             self.request = request

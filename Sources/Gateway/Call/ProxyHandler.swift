@@ -19,7 +19,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// swaps the slot's; a call in flight keeps its own).
     private(set) var shared: ListenerContext
     /// This event loop's upstream pool and access-log buffer in `shared`,
-    /// found on first use per context: a lookup per call was ~270 instructions.
+    /// found on first use per context (a lookup costs ~270 instructions).
     private var loopPool: UpstreamPool?
     private var loopLogBuffer: AccessLog.Buffer?
     /// Where answers go.
@@ -115,7 +115,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
             if machine.streamed != nil {
                 streamBody(buffer)
             } else if head != nil {
-                // The head is not bound here: that copied it for every part.
+                // The head is not bound here: binding it would copy it for every part.
                 wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
                 if body.count + buffer.readableBytes > shared.config.limits.maxBodyBytes, let head = head.take() {
                     // Refused as soon as it is too large (a chunked body): the rest is not read.

@@ -154,7 +154,7 @@ extension ProxyHandler {
         // Logged whatever the validators make of it.
         log.upstreamStatus = Int(upstreamHead.status.code)
         if let sentAt = log.sentAt { log.firstByte = now - sentAt }
-        // The call read once: each `call?.` retained and released it.
+        // The call read once: each `call?.` retains and releases it.
         guard let call else { return }
         let judged = machine.retry != nil
         if judged, call.route.validatorsReadBodies || shared.validatorsReadBodies { return machine.hold(upstreamHead) }

@@ -6,7 +6,7 @@ import Rewriter
 /// timeouts, decisions, drained refusals, credential refresh, try log lines.
 extension ProxyHandler {
     func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<LoopInstant>? {
-        // Asked of the route first: a copy of its config was ~400 instructions a call.
+        // Asked of the route first: copying its config costs ~400 instructions.
         guard route.judgesTries || !shared.validators.isEmpty else { return nil }
         let config = route.config
         route.retryBudget?.callStarted()

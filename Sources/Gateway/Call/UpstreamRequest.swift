@@ -60,7 +60,7 @@ public struct UpstreamRequest: Sendable, Hashable {
         headers.remove("Transfer-Encoding")
 
         let target = route.replacingPrefix(of: target)
-        // Each request built once, whole: editing its target afterwards copied it.
+        // Each request built once, whole: editing its target afterwards would copy it.
         guard let rule = route.rewrite else {
             let joined = upstream.url.map { $0.join(target) } ?? target
             return UpstreamRequest(method: method, target: joined, headers: consume headers, body: body.isEmpty ? nil : body, framing: streamed)
