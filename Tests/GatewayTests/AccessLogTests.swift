@@ -11,7 +11,6 @@ import Testing
                 : .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("access-\(getpid())")
         try? FileManager.default.removeItem(at: directory)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -49,10 +48,10 @@ import Testing
             } else if round == 1 {
                 // The lines so far reach the file before it moves (flushed within 100 ms).
                 let written = calls
-                #expect(try waitUntil(10) { try String(contentsOf: log, encoding: .utf8).split(separator: "\n").count >= written })
+                #expect(try await eventually(timeout: 10) { try String(contentsOf: log, encoding: .utf8).split(separator: "\n").count >= written })
                 try FileManager.default.moveItem(at: log, to: rotated)
                 gateway.signal(SIGUSR1)
-                _ = waitUntil(2) { FileManager.default.fileExists(atPath: log.path) }  // reopened now, or at its next line
+                _ = await eventually(timeout: 2) { FileManager.default.fileExists(atPath: log.path) }  // reopened now, or at its next line
             }
         }
         gateway.signal(SIGTERM)
@@ -82,7 +81,6 @@ import Testing
             .respond(status: 200, headers: [], body: Array("ok".utf8), delay: .milliseconds(request.uri == "/slow" ? 400 : 0))
         }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("timed-\(getpid()).log")
         try? FileManager.default.removeItem(at: log)
         defer { try? FileManager.default.removeItem(at: log) }

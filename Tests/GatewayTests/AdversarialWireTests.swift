@@ -50,7 +50,6 @@ import Testing
     @Test func smugglingPayloadsOverHTTP1NeverReachTheUpstream() async throws {
         let upstream = Self.upstream()
         let gateway = try await Self.gateway(try await upstream.start())
-        defer { Task { await gateway.stop(); await upstream.stop() } }
         let smuggled = "GET /SMUGGLED HTTP/1.1\r\nHost: a\r\n\r\n"
         for (name, fields) in Self.smuggling {
             let request = "POST /x HTTP/1.1\r\nHost: a\r\n\(fields)\r\n\r\n0\r\n\r\n\(smuggled)"
@@ -72,7 +71,6 @@ import Testing
     @Test func smugglingFieldsOverHTTP2ResetTheirStreamAndNeverReachTheUpstream() async throws {
         let upstream = Self.upstream()
         let gateway = try await Self.gateway(try await upstream.start())
-        defer { Task { await gateway.stop(); await upstream.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let base = [(":method", "POST"), (":path", "/x"), (":scheme", "http"), (":authority", "a")]
         let payloads: [[(String, String)]] = [
@@ -103,7 +101,6 @@ import Testing
     @Test func floodsEndInGoAwayAndTheDaemonServesOn() async throws {
         let upstream = Self.upstream()
         let gateway = try await Self.gateway(try await upstream.start())
-        defer { Task { await gateway.stop(); await upstream.stop() } }
         let request = [(":method", "POST"), (":path", "/x"), (":scheme", "http"), (":authority", "a")]
         // Frames that cost the client nothing: each flood ends in GOAWAY(ENHANCE_YOUR_CALM).
         let counted: [(String, (NGHTTP2Client) -> [UInt8])] = [
@@ -138,7 +135,6 @@ import Testing
     @Test func slowHeadsTooLargeHeadsAndDeepNestingAreRefused() async throws {
         let upstream = Self.upstream()
         let gateway = try await Self.gateway(try await upstream.start())
-        defer { Task { await gateway.stop(); await upstream.stop() } }
         // Slowloris: a head that never completes is cut at header_timeout (1s).
         let started = Date()
         let slow = try rawExchange(port: gateway.port, Array("GET /x HTTP/1.1\r\nHost: a\r\nX-Slow: 1".utf8), timeout: 10)
@@ -243,7 +239,6 @@ extension AdversarialWireTests {
     @Test func anExtendedConnectAnsweredWithAnotherProtocolIsA502() async throws {
         let upstream = Self.switching(to: "h2c")
         let gateway = try await Self.upgradeGateway(try await upstream.start())
-        defer { Task { await gateway.stop(); await upstream.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         client.run(seconds: 0.3) { _ in false }
         let block = client.encodeHeaderBlock([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":path", "/chat"),
@@ -262,7 +257,6 @@ extension AdversarialWireTests {
                 ? .init("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n") : .init(Self.ok)
         }
         let gateway = try await Self.gateway(try await upstream.start())
-        defer { Task { await gateway.stop(); await upstream.stop() } }
         let peer = http2 ? ["--http2-prior-knowledge"] : []
         let both = try await curlDetached(peer + ["-i", "\(gateway.base)/both"]).text
         #expect(both.hasPrefix(http2 ? "HTTP/2 502 " : "HTTP/1.1 502 ") && both.contains("urn:gatewayd:problem:upstream-reset"), "\(both.prefix(120))")
@@ -282,7 +276,6 @@ extension AdversarialWireTests {
             upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
             routes: [{name: app, upstream: app, rate_limit: {requests: 2, per: 60s}}]
             """)
-        defer { Task { await limited.stop(); await upstream.stop() } }
         var codes: [String] = []
         for claim in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
             codes.append(try await curlDetached(["-o", "/dev/null", "-w", "%{http_code}", "-H", "X-Forwarded-For: \(claim)", "\(limited.base)/x"]).text)
@@ -298,7 +291,6 @@ extension AdversarialWireTests {
             line.hasPrefix("GET /dated") ? .init("HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 2\r\n\r\nok") : .init(Self.ok)
         }
         let gateway = try await Self.gateway(try await upstream.start())
-        defer { Task { await gateway.stop(); await upstream.stop() } }
         let peer = http2 ? ["--http2-prior-knowledge"] : []
         let undated = try await curlDetached(peer + ["-i", "\(gateway.base)/undated"]).text.lowercased()
         #expect(undated.firstMatch(of: /\r\ndate: [a-z]{3}, \d{2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt\r\n/) != nil, "\(undated)")

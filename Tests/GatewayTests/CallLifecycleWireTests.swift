@@ -23,14 +23,12 @@ import Testing
     @Test func twoSlowCallsInARowOnOneConnectionAreEachAnsweredOnce() async throws {
         let upstream = Self.slowUpstream()
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
             routes:
             \(Self.perTryRoutes)
             """)
-        defer { Task { await gateway.stop() } }
 
         for route in ["once", "twice"] {
             // HTTP/1.1: curl keeps one connection for both URLs.
@@ -58,7 +56,6 @@ import Testing
             return .init("", close: true)
         }
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
@@ -66,7 +63,6 @@ import Testing
               - {name: only-503, match: {prefix: /get/}, upstream: app, retry: {attempts: 3, on: [503]}}
               - {name: plain, match: {prefix: /post/}, upstream: app}
             """)
-        defer { Task { await gateway.stop() } }
 
         let status = ["-s", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\n"]
         let get = try curl(status + ["\(gateway.base)/get/warm", "--next"] + status + ["\(gateway.base)/get/reset"]).text
@@ -84,7 +80,6 @@ import Testing
     @Test func rapidResetAgainstAKeepAliveUpstreamLeavesTheDaemonUpAndLogsEachCall() async throws {
         let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("slow".utf8), delay: .milliseconds(100)) }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {app: {url: "http://127.0.0.1:\(upstreamPort)", max_connections: 2}}
@@ -137,7 +132,6 @@ import Testing
                 ? .respond(status: 200, headers: [], body: Array("data".utf8)) : .respond(status: 401, headers: [], body: [])
         }
         let authPort = try await auth.start(), appPort = try await app.start()
-        defer { Task { await auth.stop(); await app.stop() } }
         let yaml = { (extra: String) in """
             listeners: [{address: 127.0.0.1:0}]
             upstreams:
@@ -157,7 +151,6 @@ import Testing
             """
         }
         let gateway = try await GatewayHarness.start(yaml(""))
-        defer { Task { await gateway.stop() } }
         #expect(try curl(["-s", "\(gateway.base)/x"]).text == "data")
         #expect(issued.withLockedValue { $0 } == 1)
 
@@ -180,7 +173,7 @@ import Testing
         #expect(body.contains(#""detail":"upstream down: could not connect""#), "\(body)")
         #expect(!body.contains("127.0.0.1") && !body.contains("errno"))
         var line: Substring?
-        _ = waitUntil(10) {
+        _ = await eventually(timeout: 10) {
             line = gateway.log.split(separator: "\n").first { $0.contains("outcome=gateway") }
             return line != nil
         }
@@ -191,7 +184,6 @@ import Testing
     @Test func aResponseCutShortIsOneAccessLine() async throws {
         let upstream = RecordingUpstream { _ in .cutShort(bodyPrefix: Array("partial".utf8), declaredLength: 100) }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {app: {url: "http://127.0.0.1:\(upstreamPort)"}}
@@ -202,7 +194,7 @@ import Testing
         // The gateway closes the client's connection after the cut; the line
         // for it must not be followed by a second one ("client-gone") for the same call.
         #expect(try curl(["-s", "http://127.0.0.1:\(gateway.port)/next"]).status == 18)
-        _ = waitUntil(10) { gateway.log.split(separator: "\n").count { $0.contains("gatewayd.access") } >= 2 }
+        _ = await eventually(timeout: 10) { gateway.log.split(separator: "\n").count { $0.contains("gatewayd.access") } >= 2 }
         usleep(200_000)
         let lines = gateway.log.split(separator: "\n").filter { $0.contains("gatewayd.access") }
         #expect(lines.count == 2, "\(lines)")
@@ -215,7 +207,6 @@ import Testing
     @Test func refusalsTellTheClientNoInternalsAndTheAccessLineWhoAndWhy() async throws {
         let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"status":"error"}"#.utf8)) }
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {files: {url: "http://127.0.0.1:\(port)"}}
@@ -225,10 +216,10 @@ import Testing
         let refused = try await curlDetached(["-i", "http://127.0.0.1:\(gateway.port)/f"]).text
         #expect(refused.hasPrefix("HTTP/1.1 502 ") && refused.contains(#""detail":"the response of upstream files (upstream status 200) did not pass the route's checks""#))
         #expect(!refused.contains("routes[0]") && !refused.contains("/status"), "\(refused)")
-        #expect(waitUntil(10) { gateway.log.contains(#"reason="routes[0].validate[0] (json /status) refused the response""#) }, "\(gateway.log)")
+        #expect(await eventually(timeout: 10) { gateway.log.contains(#"reason="routes[0].validate[0] (json /status) refused the response""#) }, "\(gateway.log)")
         let twoHosts = try rawExchange(port: gateway.port, Array("GET /f HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".utf8))
         #expect(twoHosts.hasPrefix("HTTP/1.1 400 "))
-        #expect(waitUntil(10) { gateway.log.split(separator: "\n").contains { $0.contains("status=400") && $0.contains("client=127.0.0.1 proto=HTTP/1.1") } },
+        #expect(await eventually(timeout: 10) { gateway.log.split(separator: "\n").contains { $0.contains("status=400") && $0.contains("client=127.0.0.1 proto=HTTP/1.1") } },
                 "\(gateway.log)")
     }
 }

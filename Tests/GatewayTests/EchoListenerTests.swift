@@ -8,8 +8,8 @@ import Testing
         var config = try ConfigLoader.load(file: ConfigFilesTests.root.appendingPathComponent("config/gatewayd.yaml").path).config
         config.listeners[0].address.port = 0
         let server = GatewayServer(config: config, threads: 1)
+        Teardown.register { try? await server.shutdown() }
         let port = try #require(try await server.start().first?.port)
-        defer { Task { try await server.shutdown() } }
         let base = "http://127.0.0.1:\(port)"
         // What GET /upstreams shows: the built-in echo, which the default config's routes use.
         #expect(server.upstreamsJSON() == #"[{"name":"echo","built_in":true,"endpoints":[]}]"#)
@@ -44,7 +44,6 @@ import Testing
             listeners: [{address: "[::1]:0"}]
             routes: [{name: echo, upstream: echo}]
             """)
-        defer { Task { await gateway.stop() } }
         let result = try curl(["-g", "http://[::1]:\(gateway.port)/v6?x=1", "-H", "X-Request-Id: v6"])
         #expect(result.text.hasPrefix(#"{"method":"GET","path":"/v6","query":"x=1","headers":[["Host","echo"]"#))
         #expect(result.text.contains(#"["X-Forwarded-For","::1"]"#))

@@ -42,8 +42,8 @@ import Testing
             """).config
         let lines = AccessLines()
         let server = GatewayServer(config: config, modifiers: [Broken(), SignRequests()], accessLines: lines.add, threads: 1)
+        Teardown.register { try? await server.shutdown() }
         let gatewayPort = try await server.start()[0].port!
-        defer { Task { try await server.shutdown(); await upstream.stop() } }
         let base = "http://127.0.0.1:\(gatewayPort)"
 
         // Modifiers run as tasks on the cooperative pool, which the suite's
@@ -109,8 +109,8 @@ extension EmbeddingTests {
             routes: [{name: api, upstream: legacy, retry: {attempts: 2, backoff: {strategy: immediate}}}]
             """).config
         let server = GatewayServer(config: config, validators: [Teapots()], threads: 1)
+        Teardown.register { try? await server.shutdown() }
         let gatewayPort = try await server.start()[0].port!
-        defer { Task { try await server.shutdown(); await upstream.stop() } }
 
         #expect(try await curlDetached(["http://127.0.0.1:\(gatewayPort)/tea"]).text == "try 2")
         let bad = try await curlDetached(["-i", "http://127.0.0.1:\(gatewayPort)/bad"]).text

@@ -35,11 +35,6 @@ import Testing
         try upstreamsJSON(gateway).first?["endpoints"] as? [[String: Any]] ?? []
     }
 
-    /// Polls (up to `seconds`) until `condition` holds.
-    static func eventually(_ seconds: Double, _ condition: () throws -> Bool) async throws -> Bool {
-        try waitUntil(seconds, condition)
-    }
-
     @Test(arguments: [Balance.roundRobin, .leastRequest, .random])
     func eachBalanceSpreadsCallsOverTheEndpoints(balance: Balance) async throws {
         let (upstreams, ports) = try await Self.upstreams(3)
@@ -49,7 +44,6 @@ import Testing
             upstreams: {app: {endpoints: \(Self.endpoints(ports)), balance: \(balance.rawValue)}}
             routes: [{name: app, upstream: app}]
             """, threads: 1)
-        defer { Task { await gateway.stop(); for upstream in upstreams { await upstream.stop() } } }
         let codes = try Self.calls(1000, "\(gateway.base)/spread")
         #expect(codes.count == 1000 && codes.allSatisfy { $0 == "200" })
         let counts = upstreams.map(\.requests.count)
@@ -71,19 +65,17 @@ import Testing
                 health_check: {path: /health, interval: 200ms, timeout: 200ms, unhealthy_threshold: 2, healthy_threshold: 1}
             routes: [{name: app, upstream: app}]
             """, threads: 1)
-        defer { Task { await gateway.stop(); await upstreams[0].stop() } }
         await upstreams[1].stop()
         // unhealthy_threshold × interval (0.4 s) plus the first check's jitter and a
         // timeout, with room for a loaded machine's late timers.
-        #expect(try await Self.eventually(3) { try Self.endpointStates(gateway).last?["healthy"] as? Bool == false })
+        #expect(try await eventually(timeout: 3) { try Self.endpointStates(gateway).last?["healthy"] as? Bool == false })
         let before = upstreams[0].requests.filter { $0.uri == "/work" }.count
         #expect(try Self.calls(20, "\(gateway.base)/work").allSatisfy { $0 == "200" })
         #expect(upstreams[0].requests.filter { $0.uri == "/work" }.count == before + 20)
         // It comes back where it was: checked healthy again, it gets calls again.
         let back = RecordingUpstream()
         _ = try await back.start(port: ports[1])
-        defer { Task { await back.stop() } }
-        #expect(try await Self.eventually(3) { try Self.endpointStates(gateway).last?["healthy"] as? Bool == true })
+        #expect(try await eventually(timeout: 3) { try Self.endpointStates(gateway).last?["healthy"] as? Bool == true })
         #expect(try Self.calls(20, "\(gateway.base)/work").allSatisfy { $0 == "200" })
         #expect(back.requests.filter { $0.uri == "/work" }.count == 10)
     }
@@ -106,7 +98,6 @@ import Testing
                 outlier: {consecutive_failures: 3, base_ejection_time: 30s, on: \(on)}
             routes: [{name: app, upstream: app, validate: [{json: {pointer: /error, absent: true}, else: fail}]}]
             """, threads: 1)
-        defer { Task { await gateway.stop(); for upstream in upstreams { await upstream.stop() } } }
         let codes = try Self.calls(40, "\(gateway.base)/orders")
         if validatorCounts {
             #expect(upstreams[1].requests.count == 3)
@@ -128,7 +119,6 @@ import Testing
             upstreams: {app: {endpoints: \(Self.endpoints(ports))}}
             routes: [{name: app, upstream: app, retry: {attempts: 2, on: [503], backoff: {strategy: immediate}}}]
             """, threads: 1)
-        defer { Task { await gateway.stop(); for upstream in upstreams { await upstream.stop() } } }
         #expect(try Self.calls(10, "\(gateway.base)/r").allSatisfy { $0 == "200" })
         // Every call reached the healthy endpoint once; none tried the busy one twice.
         #expect(upstreams[1].requests.count == 10)
@@ -148,8 +138,7 @@ import Testing
                 health_check: {path: /health, interval: 100ms, unhealthy_threshold: 1}
             routes: [{name: app, upstream: app}]
             """, threads: 1)
-        defer { Task { await gateway.stop(); for upstream in upstreams { await upstream.stop() } } }
-        #expect(try await Self.eventually(3) { try Self.endpointStates(gateway).allSatisfy { $0["healthy"] as? Bool == false } })
+        #expect(try await eventually(timeout: 3) { try Self.endpointStates(gateway).allSatisfy { $0["healthy"] as? Bool == false } })
         #expect(try Self.calls(10, "\(gateway.base)/still").allSatisfy { $0 == "200" })
         #expect(try Self.upstreamsJSON(gateway).first?["panic"] as? Bool == true)
         #expect(upstreams.allSatisfy { $0.requests.contains { $0.uri == "/still" } })
@@ -158,7 +147,6 @@ import Testing
     @Test func pastMaxPendingOrMaxRequestsACallGets503AtOnce() async throws {
         // The upstream holds each call long enough to be seen in flight and waiting on any machine.
         let (upstreams, ports) = try await Self.upstreams(1) { _, _ in .respond(status: 200, headers: [], body: Array("slow".utf8), delay: .seconds(300)) }
-        defer { Task { await upstreams[0].stop() } }
         for pending in [true, false] {
             let gateway = try await GatewayHarness.start("""
                 listeners: [{address: 127.0.0.1:0}]
@@ -171,11 +159,11 @@ import Testing
             // The held calls outlast any wait below however busy the machine is; they are ended at the end.
             let call = { (path: String) in try BackgroundPeer("/usr/bin/curl", ["-s", "-i", "--max-time", "120", "\(gateway.base)\(path)"]) }
             let first = try call("/a")
-            #expect(try await Self.eventually(30) { try count("in_flight") == 1 })
+            #expect(try await eventually(timeout: 30) { try count("in_flight") == 1 })
             var waiting: BackgroundPeer?
             if pending {
                 waiting = try call("/b")
-                #expect(try await Self.eventually(30) { try count("pending") == 1 })
+                #expect(try await eventually(timeout: 30) { try count("pending") == 1 })
             }
             // Refused at once, not queued until a connection frees (it would then be a 200).
             let refused = try call("/c").finish()
@@ -204,7 +192,6 @@ import Testing
               - {name: app, match: {prefix: /}, upstream: app}
             """
         let gateway = try await GatewayHarness.start(yaml, threads: 1)
-        defer { Task { await gateway.stop(); for upstream in upstreams { await upstream.stop() } } }
         _ = try Self.calls(10, "\(gateway.base)/x")
         #expect(upstreams[1].requests.count == 2)
         let reloaded = yaml.replacingOccurrences(of: "routes:\n", with: "routes:\n  - {name: other, match: {prefix: /other}, upstream: echo}\n")

@@ -183,7 +183,6 @@ import Testing
     @Test func explainPrintsWhatTheDaemonSends() async throws {
         let upstream = RawUpstream { _ in .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let config = FileManager.default.temporaryDirectory.appendingPathComponent("explain-\(getpid()).yaml")
         try """
             listeners: [{address: 127.0.0.1:0}]
@@ -236,7 +235,6 @@ import Testing
     @Test func prefixRewritingAndTemplateRefusalsAreTheDaemonsAndExplains() async throws {
         let upstream = RawUpstream { _ in .init("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let config = FileManager.default.temporaryDirectory.appendingPathComponent("explain-prefix-\(getpid()).yaml")
         try """
             listeners: [{address: 127.0.0.1:0}]

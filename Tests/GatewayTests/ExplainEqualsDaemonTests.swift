@@ -81,7 +81,6 @@ import Testing
         }
         var upstreamPorts: [Int] = []
         for upstream in upstreams { upstreamPorts.append(try await upstream.start()) }
-        defer { Task { for upstream in upstreams { await upstream.stop() } } }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("explain-equals-\(getpid())-\(UInt32.random(in: 0 ... .max))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -346,7 +346,6 @@ import Testing
             upstreams: {modern: {url: "http://127.0.0.1:\(port)/v2", http2: true}}
             routes: [{name: modern, upstream: modern, headers: {set: {X-Injected: "yes"}}}]
             """)
-        defer { Task { await gateway.stop(); await upstream.stop() } }
         let results = try await withThrowingTaskGroup(of: String.self) { group in
             for i in 1...8 { group.addTask { try curl(["\(gateway.base)/item/\(i)"]).text } }
             return try await group.reduce(into: []) { $0.append($1) }

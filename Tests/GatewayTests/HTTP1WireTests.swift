@@ -24,13 +24,11 @@ import Testing
             }
         }
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {raw: {url: "http://127.0.0.1:\(port)"}}
             routes: [{name: raw, upstream: raw}]
             """)
-        defer { Task { await gateway.stop() } }
         try await body(gateway, upstream)
     }
 

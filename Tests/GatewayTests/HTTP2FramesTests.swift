@@ -11,7 +11,6 @@ import Testing
 
     @Test func concurrentStreamsOnOneConnection() async throws {
         let gateway = try await GatewayHarness.start(Self.yaml)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let streams = (1...5).map { client.submit(method: "GET", path: "/s/\($0)?n=\($0)", headers: [("x-call", "\($0)")]) }
         client.run { c in streams.allSatisfy { c.responses[$0]?.closed == true } }
@@ -31,7 +30,6 @@ import Testing
 
     @Test func dataOnStreamZeroIsAConnectionError() async throws {
         let gateway = try await GatewayHarness.start(Self.yaml)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         client.sendRaw(NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 0, payload: Array("boom".utf8)))
         client.run { $0.goAwayCode != nil }
@@ -46,7 +44,6 @@ import Testing
     @Test(arguments: [[5, 3], [1, 3, 9, 5], [1, 3, 5, 11, 7]])
     func aRequestOnAnIdBelowTheNewestIsAConnectionError(ids: [Int]) async throws {
         let gateway = try await GatewayHarness.start(Self.yaml)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let request = client.encodeHeaderBlock([(":method", "GET"), (":path", "/"), (":scheme", "http"), (":authority", "a")])
         for id in ids.dropLast() {
@@ -65,7 +62,6 @@ import Testing
 
     @Test func garbageHeaderBlockIsACompressionError() async throws {
         let gateway = try await GatewayHarness.start(Self.yaml)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         // END_HEADERS | END_STREAM, an HPACK index far past any table.
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 1, payload: [0xFF, 0xFF, 0xFF, 0xFF, 0x0F]))
@@ -76,7 +72,6 @@ import Testing
 
     @Test func oversizedFrameIsAFrameSizeError() async throws {
         let gateway = try await GatewayHarness.start(Self.yaml)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let headers = client.encodeHeaderBlock([(":method", "POST"), (":path", "/"), (":scheme", "http"), (":authority", "a")])
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: headers)
@@ -88,7 +83,6 @@ import Testing
 
     @Test func requestWithoutPathIsRefusedAndTheConnectionLives() async throws {
         let gateway = try await GatewayHarness.start(Self.yaml)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let missingPath = client.encodeHeaderBlock([(":method", "GET"), (":scheme", "http"), (":authority", "a")])
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 1, payload: missingPath))
@@ -113,7 +107,6 @@ import Testing
     /// the connection goes on serving.
     @Test func malformedHeaderBlocksResetTheirStreamOnly() async throws {
         let gateway = try await GatewayHarness.start(Self.yaml)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let base = [(":method", "GET"), (":scheme", "http"), (":authority", "a"), (":path", "/")]
         let malformed: [[(String, String)]] = [
@@ -180,13 +173,11 @@ import Testing
             .respond(status: 200, headers: [], body: Array(request.uri.utf8), delay: request.uri == "/slow" ? .seconds(1) : .zero)
         }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0, protocols: [h2c]}]
             upstreams: {up: {url: "http://127.0.0.1:\(upstreamPort)"}}
             routes: [{name: pass, upstream: up}]
             """)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let slow = client.submit(method: "GET", path: "/slow")
         client.run(seconds: 2) { _ in upstream.requests.count == 1 }
@@ -208,7 +199,6 @@ import Testing
             limits: {idle_timeout: 300ms}
             routes: [{name: echo, upstream: echo}]
             """)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let stream = client.submit(method: "GET", path: "/once")
         client.run { $0.responses[stream]?.closed == true }
@@ -225,7 +215,6 @@ import Testing
     /// past it (safe to retry: RFC 9113 §8.7), and the connection serves on.
     @Test func streamsPastTheConcurrencyLimitAreRefused() async throws {
         let gateway = try await GatewayHarness.start(Self.yaml)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let open = client.encodeHeaderBlock([(":method", "POST"), (":path", "/wait"), (":scheme", "http"), (":authority", "a")])
         // 300 requests whose bodies never come: each holds its stream open.
@@ -240,7 +229,6 @@ import Testing
     /// own stream; the connection serves on.
     @Test func aHeaderBlockPastTheLimitGets431() async throws {
         let gateway = try await GatewayHarness.start(Self.yaml + "\nlimits: {max_header_bytes: 4096}")
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let big = client.submit(method: "GET", path: "/big", headers: [("x-big", String(repeating: "b", count: 5000))])
         client.run { $0.responses[big]?.closed == true }
@@ -258,13 +246,11 @@ import Testing
     @Test func drainLetsTheStreamsInFlightFinish() async throws {
         let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("done".utf8), delay: .milliseconds(1500)) }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0, protocols: [h2c]}]
             upstreams: {up: {url: "http://127.0.0.1:\(upstreamPort)"}}
             routes: [{name: pass, upstream: up}]
             """)
-        defer { Task { await gateway.stop() } }
         let client = try NGHTTP2Client(port: gateway.port)
         let slow = client.submit(method: "GET", path: "/slow")
         client.run(seconds: 2) { _ in upstream.requests.count == 1 }

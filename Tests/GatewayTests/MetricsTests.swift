@@ -18,7 +18,6 @@ import Testing
             listeners: [{address: 127.0.0.1:0}]
             routes: [{name: echoed, match: {prefix: /e}, upstream: echo}]
             """, metrics: metrics)
-        defer { Task { await gateway.stop() } }
         #expect(try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/e/1"]).text == "200")
         #expect(try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/nowhere"]).text == "404")
         #expect(try metrics.expectCounter("gatewayd_upstream_tries_total", [("route", "echoed"), ("upstream", "echo")]).totalValue == 1)

@@ -49,7 +49,7 @@ import Testing
         #expect(gateway.waitForExit(timeout: 10) == 0)
     }
 
-    @Test func reloadUnderLoadFailsNoCallAndABrokenConfigKeepsTheOld() throws {
+    @Test func reloadUnderLoadFailsNoCallAndABrokenConfigKeepsTheOld() async throws {
         let config = Self.tempFile("reload.yaml")
         try Self.writeConfig(Self.versioned("a"), to: config)
         defer { try? FileManager.default.removeItem(at: config) }
@@ -67,7 +67,7 @@ import Testing
         } + [("/usr/bin/h2load", ["-c", "2", "-m", "1", "-D", "3", "\(base)/h2"])]
         let loads = try clients.map { try BackgroundPeer($0, $1) }
         // The reload lands once calls are flowing (their access lines say so), however slowly the peers started.
-        #expect(waitUntil(30) { gateway.log.components(separatedBy: "route=va ").count > 20 })
+        #expect(await eventually(timeout: 30) { gateway.log.components(separatedBy: "route=va ").count > 20 })
         try Self.writeConfig(Self.versioned("b"), to: config)
         gateway.signal(SIGHUP)
         let outputs = loads.map { $0.finish() }
@@ -83,7 +83,7 @@ import Testing
         // A config that does not check: the old one keeps serving, each problem logged.
         try Self.writeConfig(Self.versioned("c").replacingOccurrences(of: "upstream: echo", with: "upstream: nowhere"), to: config)
         gateway.signal(SIGHUP)
-        #expect(waitUntil(30) { gateway.log.contains("unknown upstream 'nowhere'") })
+        #expect(await eventually(timeout: 30) { gateway.log.contains("unknown upstream 'nowhere'") })
         #expect(try curl(["-s", "-D", "-", "-o", "/dev/null", "\(base)/after"]).text.lowercased().contains("x-version: b"))
         let admin = try #require(gateway.adminPort)
         let refused = try curl(["-i", "-X", "POST", "http://127.0.0.1:\(admin)/reload"]).text
@@ -95,7 +95,6 @@ import Testing
     @Test func sigtermLetsCallsInFlightFinishThenExitsZero() async throws {
         let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("slow answer".utf8), delay: .milliseconds(1500)) }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let config = Self.tempFile("drain.yaml")
         try Self.writeConfig("""
             listeners: [{address: 127.0.0.1:0}]
@@ -116,10 +115,10 @@ import Testing
             BackgroundPeer("/usr/bin/curl", curlFlags + ["-i", "\(base)/slow"]),
             BackgroundPeer("/usr/bin/nghttp", ["-v", "\(base)/slow"]),
         ]
-        #expect(waitUntil(30) { upstream.requests.count >= 4 })
+        #expect(await eventually(timeout: 30) { upstream.requests.count >= 4 })
         gateway.signal(SIGTERM)
         // No longer accepting: a new connection is refused; not ready.
-        #expect(try waitUntil(10) { try curl(["\(base)/late"]).status == 7 })
+        #expect(try await eventually(timeout: 10) { try curl(["\(base)/late"]).status == 7 })
         let admin = try #require(gateway.adminPort)
         #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(admin)/readyz"]).text == "503")
         for (index, call) in calls.enumerated() {
@@ -144,7 +143,6 @@ import Testing
     @Test func aSecondSignalDoesNotWaitForTheDrain() async throws {
         let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("late".utf8), delay: .seconds(8)) }
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let config = Self.tempFile("second-signal.yaml")
         try Self.writeConfig("""
             listeners: [{address: 127.0.0.1:0}]
@@ -157,7 +155,7 @@ import Testing
         defer { gateway.stop() }
         let call = try BackgroundPeer("/usr/bin/curl", ["-s", "-o", "/dev/null", "--max-time", "15", "http://127.0.0.1:\(gateway.port)/slow"])
         defer { call.process.terminate() }
-        #expect(waitUntil(30) { !upstream.requests.isEmpty })
+        #expect(await eventually(timeout: 30) { !upstream.requests.isEmpty })
         gateway.signal(SIGTERM)
         // Draining: the slow call holds the process (up to drain_timeout).
         #expect(gateway.waitForExit(timeout: 1) == nil)

@@ -12,13 +12,11 @@ import Testing
                      delay: request.uri == "/slow" ? .milliseconds(200) : .zero)
         }
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
             routes: \(routes)
             """)
-        defer { Task { await gateway.stop() } }
         try await body(gateway, upstream)
     }
 

@@ -39,7 +39,6 @@ import Testing
               - {name: slow, match: {prefix: /slow}, upstream: app, rate_limit: {requests: 5, per: 60s, burst: 2}}
               - {name: keyed, match: {prefix: /keyed}, upstream: app, rate_limit: {requests: 2, per: 1s, key: "header:X-Api-Key"}}
             """)
-        defer { Task { await gateway.stop(); await upstream.stop() } }
         let codes = try EndpointsWireTests.calls(20, "\(gateway.base)/slow")
         #expect(codes == Array(repeating: "200", count: 7) + Array(repeating: "429", count: 13))
         #expect(upstream.requests.filter { $0.uri == "/slow" }.count == 7)

@@ -24,7 +24,6 @@ import Testing
             return .respond(status: 200, headers: [], body: Array("secret data".utf8))
         }
         let authPort = try await auth.start(), appPort = try await app.start()
-        defer { Task { await auth.stop(); await app.stop() } }
         let metrics = TestMetrics()
         let refresh = { (path: String) in """
                 validate:
@@ -61,7 +60,6 @@ import Testing
                 retry: {attempts: 2}
             \(refresh("/token"))
             """, metrics: metrics, environment: ["GATEWAYD_TEST_CLIENT_SECRET": "s3cret"])
-        defer { Task { await gateway.stop() } }
 
         // Ten callers at once: all refused, one token call, all replayed with it.
         var arguments = ["-s", "-Z", "--parallel-immediate", "--parallel-max", "10", "-w", "%{http_code}\n"]
@@ -109,7 +107,6 @@ import Testing
             return .respond(status: 200, headers: [], body: Array("done".utf8))
         }
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let metrics = TestMetrics()
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
@@ -124,7 +121,6 @@ import Testing
                 timeout: 10s
                 retry: {attempts: 2, on: [503], retry_after: honor, backoff: {strategy: fixed, base: 10ms}}
             """, metrics: metrics)
-        defer { Task { await gateway.stop() } }
 
         var body = Array(#"{"order":"#.utf8) + (0..<2000).map { UInt8(ascii: "a") + UInt8($0 % 26) } + Array("\"}".utf8)
         body += [0x00, 0xff, 0x0d, 0x0a]

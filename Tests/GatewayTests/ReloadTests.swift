@@ -35,8 +35,8 @@ import Testing
     @Test func listenersAreKeptAddedAndRemoved() async throws {
         let (first, second) = (freePort(), freePort())
         let server = GatewayServer(config: try config([first], version: "a"), threads: 1)
+        Teardown.register { try? await server.shutdown() }
         _ = try await server.start()
-        defer { Task { try await server.shutdown() } }
         #expect(try version(at: first) == "a")
 
         try await server.reload(try config([first, second], version: "b"))
@@ -46,19 +46,18 @@ import Testing
         try await server.reload(try config([second], version: "c"))
         #expect(try version(at: second) == "c")
         // Removed: its socket closes (asynchronously).
-        #expect(try waitUntil(10) { try curl(["http://127.0.0.1:\(first)/x"]).status == 7 })
+        #expect(try await eventually(timeout: 10) { try curl(["http://127.0.0.1:\(first)/x"]).status == 7 })
 
         // A reload that cannot bind changes nothing.
         let taken = try await GatewayHarness.start("listeners: [{address: 127.0.0.1:0}]\nroutes: [{name: x, upstream: echo}]")
-        defer { Task { await taken.stop() } }
         await #expect(throws: StartupError.self) { try await server.reload(try config([second, taken.port], version: "d")) }
         #expect(try version(at: second) == "c")
     }
 
     @Test func portZeroListenersAreToldApartByPosition() async throws {
         let server = GatewayServer(config: try config([0, 0], version: "a"), threads: 1)
+        Teardown.register { try? await server.shutdown() }
         let addresses = try await server.start()
-        defer { Task { try await server.shutdown() } }
         #expect(addresses.count == 2 && addresses[0].port != addresses[1].port)
         try await server.reload(try config([0, 0], version: "b"))
         for address in addresses { #expect(try version(at: address.port!) == "b") }

@@ -15,7 +15,6 @@ import Testing
     @Test func retriesStatusesAndTransportFailuresAndHonorsMethodsAndValidators() async throws {
         let upstream = Self.flaky(["/a": [503, 503], "/b": [503, 503, 503], "/p": [503], "/v": [500]])
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams:
@@ -34,7 +33,6 @@ import Testing
                 upstream: flaky
                 retry: {attempts: 3, on: [503], backoff: {strategy: exponential, base: 10ms, max: 100ms, jitter: false}}
             """)
-        defer { Task { await gateway.stop() } }
 
         let a = try curl(["-i", "\(gateway.base)/a"]).text
         #expect(a.hasPrefix("HTTP/1.1 200 OK\r\n"))
@@ -72,7 +70,6 @@ import Testing
             }
         }
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             limits: {max_body_bytes: 100000}
@@ -88,7 +85,6 @@ import Testing
                 retry: {attempts: 3, backoff: {strategy: immediate}}
                 validate: [{json: {pointer: /error, absent: true}, else: retry}]
             """)
-        defer { Task { await gateway.stop() } }
 
         let json = try curl(["-i", "\(gateway.base)/json"]).text
         #expect(json.hasPrefix("HTTP/1.1 200 OK\r\n"))
@@ -115,7 +111,6 @@ import Testing
             }
         }
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
@@ -129,7 +124,6 @@ import Testing
                 upstream: app
                 retry: {attempts: 2, backoff: {strategy: immediate}}
             """)
-        defer { Task { await gateway.stop() } }
 
         // Closed before any answer: retried on a new connection.
         #expect(try curl(["\(gateway.base)/reset"]).text == "try 2")
@@ -152,7 +146,6 @@ import Testing
             n == 1 || request.uri == "/always" ? .refuseStream : .respond(status: 200, headers: [], body: Array("try \(n)".utf8))
         }
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {modern: {url: "http://127.0.0.1:\(port)", http2: true}}
@@ -161,7 +154,6 @@ import Testing
                 upstream: modern
                 retry: {attempts: 2, on: [refused-stream], backoff: {strategy: immediate}}
             """)
-        defer { Task { await gateway.stop() } }
 
         // REFUSED_STREAM means the upstream did not process it: tried again.
         #expect(try curl(["\(gateway.base)/once"]).text == "try 2")
@@ -175,7 +167,6 @@ import Testing
     @Test func retryBudgetStopsARetryStorm() async throws {
         let upstream = RecordingUpstream { _ in .respond(status: 503, headers: [], body: Array("down".utf8)) }
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
@@ -184,7 +175,6 @@ import Testing
                 upstream: app
                 retry: {attempts: 3, on: [503], backoff: {strategy: immediate}, budget: {ratio: 0.1, window: 1m, min_retries: 2}}
             """)
-        defer { Task { await gateway.stop() } }
         for _ in 1...5 {
             #expect(try curl(["-i", "\(gateway.base)/x"]).text.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))
         }

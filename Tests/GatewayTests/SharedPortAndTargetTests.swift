@@ -22,7 +22,6 @@ import Testing
 
     @Test func bytesThatAreNotAnHTTP1RequestLineGetAGoAway() async throws {
         let gateway = try await GatewayHarness.start("listeners: [{address: 127.0.0.1:0, protocols: [http1, h2c]}]\nroutes: [{name: echo, upstream: echo}]")
-        defer { Task { await gateway.stop() } }
         for opening in ["INVALID CONNECTION PREFACE\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\r"] {
             let reply = try rawExchangeBytes(port: gateway.port, Array(opening.utf8), timeout: 5)
             #expect(!reply.starts(with: "HTTP/1.1".utf8), "\(opening.debugDescription): \(reply)")
@@ -48,7 +47,6 @@ import Testing
               - {name: named, match: {host: api.internal}, upstream: echo}
               - {name: echo, upstream: echo}
             """)
-        defer { Task { await gateway.stop() } }
         func get(_ target: String, host: String = "a") throws -> String {
             try rawExchange(port: gateway.port, Array("GET \(target) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8))
         }
@@ -73,7 +71,6 @@ import Testing
               - {name: orders, match: {methods: [POST, PUT], path: /orders}, upstream: echo}
               - {name: status, match: {methods: [GET], prefix: /orders}, upstream: echo}
             """)
-        defer { Task { await gateway.stop() } }
         let wrong = try curl(["-s", "-i", "-X", "DELETE", "\(gateway.base)/orders"]).text
         #expect(wrong.hasPrefix("HTTP/1.1 405 Method Not Allowed\r\n"), "\(wrong)")
         #expect(wrong.contains("Allow: POST, PUT, GET\r\n") && wrong.contains("urn:gatewayd:problem:method-not-allowed"))

@@ -8,7 +8,6 @@ import Testing
     /// and returns how far the daemon's peak RSS rose above its RSS before.
     func peakGrowth(through upstream: RecordingUpstream, _ body: (SpawnedGateway) throws -> Void) async throws -> Int {
         let upstreamPort = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {other: {url: "http://127.0.0.1:\(upstreamPort)"}}
@@ -74,7 +73,6 @@ import Testing
     @Test func manyHTTP2StreamsDoNotGrowMemory() async throws {
         let upstream = RecordingUpstream(keepBodies: false)
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             logging: {access_log: false}

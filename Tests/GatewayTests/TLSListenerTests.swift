@@ -21,7 +21,6 @@ import Testing
             listeners: [{address: 127.0.0.1:0, tls: {certificate: "\(certificate)", private_key: "\(key)"}}]
             routes: [{name: echo, upstream: echo}]
             """)
-        defer { Task { await gateway.stop() } }
         let url = "https://127.0.0.1:\(gateway.port)/tls?x=1"
         let h2 = try curl(["-k", "-i", "--http2", url]).text
         #expect(h2.hasPrefix("HTTP/2 200"))
@@ -41,6 +40,7 @@ import Testing
             listeners: [{address: 127.0.0.1:0, tls: {certificate: /nonexistent/cert.pem, private_key: /nonexistent/key.pem}}]
             """).config
         let server = GatewayServer(config: config, threads: 1)
+        Teardown.register { try? await server.shutdown() }
         await #expect(throws: StartupError.self) { _ = try await server.start() }
         try await server.shutdown()
     }
@@ -52,7 +52,6 @@ import Testing
             privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))))
         let upstream = RecordingUpstream(tls: serverTLS)
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams:
@@ -62,7 +61,6 @@ import Testing
               - {name: trusted, upstream: trusted, match: {prefix: /trusted}}
               - {name: untrusted, upstream: untrusted, match: {prefix: /untrusted}}
             """)
-        defer { Task { await gateway.stop() } }
         let ok = try curl(["-i", "\(gateway.base)/trusted/x?y=1"]).text
         #expect(ok.hasPrefix("HTTP/1.1 200 OK\r\n"))
         #expect(upstream.requests.first?.uri == "/v1/trusted/x?y=1")
@@ -81,13 +79,11 @@ import Testing
         configuration.applicationProtocols = ["h2"]
         let upstream = RecordingUpstream(tls: try NIOSSLContext(configuration: configuration), http2: true)
         let port = try await upstream.start()
-        defer { Task { await upstream.stop() } }
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {secure: {url: "https://127.0.0.1:\(port)/v2", http2: true, tls: {ca_file: "\(certificate)"}}}
             routes: [{name: secure, upstream: secure}]
             """)
-        defer { Task { await gateway.stop() } }
         for n in 1...3 { #expect(try curl(["-s", "\(gateway.base)/item/\(n)"]).text == "ok") }
         #expect(upstream.requests.map(\.uri) == ["/v2/item/1", "/v2/item/2", "/v2/item/3"])
         #expect(upstream.connections == 1)

@@ -30,7 +30,7 @@ import Testing
         _ = try curl(["-s", "http://127.0.0.1:\(gateway.port)/app/none"])
         _ = try curl(["-s", "-H", "traceparent: 00-xyz-01", "-H", "tracestate: congo=t61rcWkgMzE", "http://127.0.0.1:\(gateway.port)/app/bad"])
         // The access log is flushed every 100 ms.
-        _ = try await EndpointsWireTests.eventually(3) { gateway.log.components(separatedBy: "outcome").count > 3 }
+        _ = await eventually(timeout: 3) { gateway.log.components(separatedBy: "outcome").count > 3 }
         let byPath = Dictionary(uniqueKeysWithValues: upstream.requests.map { ($0.uri, $0) })
         // Kept: the same trace and flags, this hop's own span id, tracestate as it came.
         let kept = Self.parts(byPath["/app/kept"]?.header("traceparent").first)

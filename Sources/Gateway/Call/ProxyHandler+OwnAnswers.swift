@@ -9,7 +9,7 @@ extension ProxyHandler {
 
     /// The timer woke: the call's deadline first, then the client-side wait.
     func deadlinePassed() {
-        let now = LoopInstant.now
+        let now = loopNow
         run(machine.deadlinePassed(now: now))
         switch exchange.timerFired(now: now) {
         case nil:

@@ -69,7 +69,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     }
 
     /// The connection is up: a request head must come within header_timeout.
-    func started() { wake(at: exchange.connectionStarted(now: .now, headerTimeout: shared.config.limits.headerTimeout)) }
+    func started() { wake(at: exchange.connectionStarted(now: loopNow, headerTimeout: shared.config.limits.headerTimeout)) }
 
     /// HTTP/1.1 pipelining: the next request is read only once this response
     /// has ended (its bytes wait in the connection handler).
@@ -90,8 +90,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
         return buffer
     }
 
-    /// Now: the event's instant inside `atEvent`, else the clock.
-    var now: NIODeadline { eventInstant ?? .now() }
+    /// Now: the event's instant inside `atEvent`, else the event loop's
+    /// clock (an embedded loop's is advanced by hand in tests).
+    var now: NIODeadline { eventInstant ?? client.eventLoop.now }
     /// The same, as the state machines' instant.
     var loopNow: LoopInstant { LoopInstant(deadline: now) }
 
@@ -99,7 +100,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// inside another keeps the outer one's instant).
     func atEvent<R>(_ body: () -> R) -> R {
         guard eventInstant == nil else { return body() }
-        eventInstant = .now()
+        eventInstant = client.eventLoop.now
         defer { eventInstant = nil }
         return body()
     }
@@ -160,7 +161,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         let framing = client.requestFraming
         let (traceID, decision) = CallAdmission.admit(
             &head, client: .init(address: client.peerAddress, localAuthority: client.localAuthority, canTunnel: client.canTunnel, framing: framing),
-            config: shared.config, router: shared.router, random: &random, now: Double(NIODeadline.now().uptimeNanoseconds) / 1e9)
+            config: shared.config, router: shared.router, random: &random, now: Double(now.uptimeNanoseconds) / 1e9)
         log.traceID = traceID
         let admitted: CallAdmission.Admitted
         switch decision {

@@ -43,6 +43,8 @@ public actor GatewayServer: Service {
     /// Sockets from systemd socket activation, not yet used by a listener.
     private var inherited: InheritedSockets
     private var listeners: [ListenerKey: BoundListener] = [:]
+    /// `shutdown` ran: a second call (an embedder's, after ServiceLifecycle's) does nothing.
+    private var shutDown = false
 
     /// What identifies a listener across reloads: the same address,
     /// protocols and TLS-or-not keep their socket.
@@ -207,6 +209,8 @@ public actor GatewayServer: Service {
 
     /// Closes every listener and connection at once.
     public func shutdown() async throws {
+        guard !shutDown else { return }
+        shutDown = true
         status.set(ready: false)
         checkHealth(nil)
         for bound in listeners.values { try? await bound.channel.close() }

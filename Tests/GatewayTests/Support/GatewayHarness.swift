@@ -13,6 +13,7 @@ struct GatewayHarness {
     ) async throws -> GatewayHarness {
         let config = try ConfigLoader.load(yaml: yaml, file: "test.yaml", environment: environment).config
         let server = GatewayServer(config: config, metrics: metrics, threads: threads)
+        Teardown.register { try? await server.shutdown() }
         let port = try await server.start()[0].port!
         return GatewayHarness(server: server, port: port)
     }

@@ -16,7 +16,7 @@ struct OwnThreads: TestTrait, SuiteTrait, TestScoping {
         guard !test.isSuite, testCase != nil else { return try await function() }
         await TestSlots.shared.acquire()
         do {
-            try await withTaskExecutorPreference(TestThreadPool.shared) { try await function() }
+            try await withTaskExecutorPreference(TestThreadPool.shared) { try await Teardown.scope(function) }
         } catch {
             await TestSlots.shared.release()
             throw error

@@ -80,11 +80,11 @@ final class BackgroundPeer {
 
 /// Polls `condition` until it holds or `seconds` pass; whether it held.
 /// Every wait in the tests has such a deadline.
-func waitUntil(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
+func eventually(timeout seconds: Double, _ condition: () throws -> Bool) async rethrows -> Bool {
+    let end = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < end {
         if try condition() { return true }
-        usleep(20_000)
+        try? await Task.sleep(for: .milliseconds(20))
     }
     return try condition()
 }

@@ -38,6 +38,7 @@ final class RawUpstream: @unchecked Sendable {
     var requests: [Request] { state.withLockedValue { $0.requests } }
 
     func start() async throws -> Int {
+        Teardown.register { await self.stop() }
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { [state, script] channel in
@@ -51,10 +52,17 @@ final class RawUpstream: @unchecked Sendable {
         return channel.localAddress!.port!
     }
 
+    /// Once: a test's own stop and its scope's teardown may both ask.
     func stop() async {
+        let first = stopped.withLockedValue { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return }
         try? await channel?.close()
         try? await group.shutdownGracefully()
     }
+    private let stopped = NIOLockedValueBox(false)
 
     private final class Handler: ChannelInboundHandler, @unchecked Sendable {
         typealias InboundIn = ByteBuffer

@@ -63,6 +63,7 @@ final class RecordingUpstream: @unchecked Sendable {
 
     /// `port`: a given one (an upstream that comes back where it was), or any free one.
     func start(port wanted: Int = 0) async throws -> Int {
+        Teardown.register { await self.stop() }
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { [state, script, keepBodies, tls, http2] channel in
@@ -90,10 +91,17 @@ final class RecordingUpstream: @unchecked Sendable {
         return port
     }
 
+    /// Once: a test's own stop and its scope's teardown may both ask.
     func stop() async {
+        let first = stopped.withLockedValue { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return }
         try? await channel?.close()
         try? await group.shutdownGracefully()
     }
+    private let stopped = NIOLockedValueBox(false)
 
     private final class Handler: ChannelInboundHandler, @unchecked Sendable {
         typealias InboundIn = HTTPServerRequestPart

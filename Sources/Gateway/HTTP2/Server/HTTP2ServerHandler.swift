@@ -54,7 +54,8 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
             (NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1),
         ])
         session.setLocalWindow(stream: 0, size: Self.connectionWindow)
-        wake(at: .now() + idleTimeout)
+        lastRead = context.eventLoop.now
+        wake(at: lastRead + idleTimeout)
         if context.channel.isActive { sendNow() }
     }
 
@@ -70,7 +71,7 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !session.closing else { return }
-        lastRead = .now()
+        lastRead = context.eventLoop.now
         pingSent = nil
         let result = session.receive(unwrapInboundIn(data))
         guard result >= 0 else { return failed(result) }
@@ -135,10 +136,10 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
                 stream.endRequest()
             }
         case NGHTTP2_DATA:
-            if frame.length == 0, !frame.endStream, emptyData.record(at: .now()) { return calmDown() }
+            if frame.length == 0, !frame.endStream, emptyData.record(at: now) { return calmDown() }
             if frame.endStream { streams[frame.stream]?.endRequest() }
         case NGHTTP2_RST_STREAM:
-            if resets.record(at: .now()) { calmDown() }
+            if resets.record(at: now) { calmDown() }
         case NGHTTP2_WINDOW_UPDATE:
             if frame.stream == 0 {
                 for stream in streams.values { stream.mayWriteAgain() }
@@ -165,7 +166,7 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
         streams.removeValue(forKey: id)?.closed()
         guard streams.isEmpty else { return }
         finalGoAway()
-        wake(at: .now() + idleTimeout)
+        wake(at: now + idleTimeout)
     }
 
     func readBody(stream id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyRead {
@@ -229,6 +230,9 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
 
     // MARK: Time
 
+    /// The event loop's clock (an embedded loop's is advanced by hand in tests).
+    private var now: NIODeadline { context?.eventLoop.now ?? .now() }
+
     func wake(at when: NIODeadline) {
         guard let context else { return }
         timer.wake(at: when, on: context.eventLoop, handler: self)
@@ -239,7 +243,7 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     func handleScheduledCallback(eventLoop: some EventLoop) {
         timer.fired()
         for stream in streams.values { stream.proxy?.deadlinePassed() }
-        let now = NIODeadline.now()
+        let now = self.now
         if let pingSent {
             if now - pingSent >= Self.pingTimeout { return context?.close(promise: nil) ?? () }
             return wake(at: pingSent + Self.pingTimeout)
