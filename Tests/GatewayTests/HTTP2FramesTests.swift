@@ -1,3 +1,4 @@
+import NIOCore
 import CNGHTTP2
 import Testing
 @testable import Gateway
@@ -277,5 +278,30 @@ import Testing
         var fresh = ClientStreamIDs()
         let first = [5, 1, 3].map { fresh.headers(on: Int32($0)) }
         #expect(first == [true, false, false])
+    }
+}
+
+/// The stream state both legs share, without a session.
+@Suite struct HTTP2StreamStateTests {
+    @Test func aPausedReaderKeepsItsWindowShutAndTheQueueDefersUntilResumed() {
+        var stream = HTTP2StreamState()
+        #expect(stream.received(100) == 100)
+        #expect(stream.setReading(false) == 0 && stream.received(40) == 0 && stream.received(2) == 0)
+        // Resumed: what came meanwhile is consumed now, once.
+        #expect(stream.setReading(true) == 42 && stream.setReading(true) == 0)
+        var buffer = [UInt8](repeating: 0, count: 4)
+        let first = buffer.withUnsafeMutableBytes { stream.read(into: $0) }
+        #expect(first == .deferred && stream.resumeNeeded() && !stream.resumeNeeded())
+        stream.send(ByteBuffer(string: "abcdef"))
+        #expect(!stream.fits(window: 6) && stream.fits(window: 7))
+        let parts = (0..<2).map { _ in buffer.withUnsafeMutableBytes { stream.read(into: $0) } }
+        #expect(parts == [.bytes(4, end: false), .bytes(2, end: false)])
+        stream.endSending()
+        let last = buffer.withUnsafeMutableBytes { stream.read(into: $0) }
+        #expect(last == .bytes(0, end: true))
+        // Closed while paused: the bytes never consumed go back to the connection.
+        _ = stream.setReading(false)
+        _ = stream.received(7)
+        #expect(stream.closed() == 7 && !stream.open && !stream.resumeNeeded())
     }
 }

@@ -15,12 +15,8 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     var endpoint: Endpoint { session.endpoint }
     /// Set when the request is submitted.
     private(set) var id: Int32 = -1
-    private var body = BodyQueue()
-    /// libnghttp2 found the queue empty and waits for `resume`.
-    private var deferred = false
-    private var reading = true
-    private var unconsumed = 0
-    private var open = true
+    /// The request body's queue and the response's flow control.
+    private var stream = HTTP2StreamState()
 
     /// The response as it arrives: fields of the block being read, then the head once given.
     private var status: Int?
@@ -34,9 +30,9 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     }
 
     func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
-        if let bytes = request.body, !bytes.isEmpty { body.append(session.allocator.buffer(bytes: bytes)) }
-        body.ended = true
-        submit(request, delegate: delegate, hasBody: !body.isEmpty)
+        if let bytes = request.body, !bytes.isEmpty { stream.send(session.allocator.buffer(bytes: bytes)) }
+        stream.endSending()
+        submit(request, delegate: delegate, hasBody: !stream.outbound.isEmpty)
         exchange.requestComplete = true
     }
 
@@ -53,33 +49,28 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     }
 
     func sendBody(_ buffer: ByteBuffer) {
-        body.append(buffer)
+        stream.send(buffer)
         resume()
     }
 
     func sendEnd() {
         exchange.requestComplete = true
-        body.ended = true
+        stream.endSending()
         resume()
     }
 
     private func resume() {
-        guard open, id > 0 else { return }
-        if deferred {
-            deferred = false
-            session.resume(self)
-        }
+        guard stream.open, id > 0 else { return }
+        if stream.resumeNeeded() { session.resume(self) }
         session.needsSend()
     }
 
-    var isWritable: Bool { session.isWritable && body.count < session.sendWindow(self) }
+    var isWritable: Bool { session.isWritable && stream.fits(window: session.sendWindow(self)) }
 
     func setReading(_ on: Bool) {
-        guard reading != on else { return }
-        reading = on
-        guard on, unconsumed > 0 else { return }
-        session.consume(self, unconsumed)
-        unconsumed = 0
+        let count = stream.setReading(on)
+        guard count > 0 else { return }
+        session.consume(self, count)
         session.needsSend()
     }
 
@@ -92,9 +83,8 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     }
 
     func close() {
-        guard open else { return }
-        open = false
-        body.removeAll()
+        guard stream.open else { return }
+        stream.cancel()
         guard id > 0 else { return }
         session.reset(self)
     }
@@ -102,16 +92,17 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     // MARK: From the session
 
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyRead {
-        let copied = body.read(into: buffer)
-        if copied > 0, !body.ended { session.bodyDrained(self) }
-        if body.isEmpty, body.ended { return .bytes(copied, end: true, trailers: false) }
-        if copied > 0 { return .bytes(copied, end: false, trailers: false) }
-        deferred = true
-        return .deferred
+        switch stream.read(into: buffer) {
+        case .deferred:
+            return .deferred
+        case .bytes(let copied, let end):
+            if copied > 0, !stream.sendingEnded { session.bodyDrained(self) }
+            return .bytes(copied, end: end, trailers: false)
+        }
     }
 
     func mayWriteAgain() {
-        if open, isWritable { writabilityChanged() }
+        if stream.open, isWritable { writabilityChanged() }
     }
 
     func header(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
@@ -140,7 +131,8 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     }
 
     func dataReceived(_ bytes: UnsafeRawBufferPointer) {
-        if reading { session.consume(self, bytes.count) } else { unconsumed += bytes.count }
+        let consumed = stream.received(bytes.count)
+        if consumed > 0 { session.consume(self, consumed) }
         received(.body(session.allocator.buffer(bytes: bytes)))
     }
 
@@ -150,18 +142,14 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
 
     /// The connection went with the stream still open.
     func connectionClosed() {
-        open = false
-        body.removeAll()
+        stream.cancel()
         exchangeClosed()
     }
 
     /// The stream closed; a response that had not ended is cut short.
     /// REFUSED_STREAM: the upstream did not process the request (RFC 9113 §8.7).
     func closed(errorCode: UInt32) {
-        open = false
-        body.removeAll()
-        session.consumeConnection(unconsumed)
-        unconsumed = 0
+        session.consumeConnection(stream.closed())
         guard exchange.delegate != nil else { return }
         if errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
             failed(.refusedStream("upstream \(upstream) refused the stream"))

@@ -18,24 +18,19 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     let eventLoop: EventLoop
     let allocator: ByteBufferAllocator
 
-    private var open = true
+    /// The response body's queue and the request's flow control.
+    private var stream = HTTP2StreamState()
     private var request = HTTP2RequestHeadBuilder()
     /// The header block's size as RFC 7541 §4.1 counts it.
     private var headerBytes = 0
     private(set) var requestFraming = RequestFraming.none
     private var requestEnded = false
-    private var reading = true
-    /// Bytes received while not reading: consumed (the window reopened) on resume.
-    private var unconsumed = 0
 
     /// The response's head until it is submitted with what follows it known.
     private var head: ResponseHead?
     private var submitted = false
-    private var body = BodyQueue()
-    private var responseEnded: Bool { body.ended }
+    private var responseEnded: Bool { stream.sendingEnded }
     private var trailers: HTTPHeaders?
-    /// libnghttp2 found the queue empty and waits for `resume`.
-    private var deferred = false
     /// An extended CONNECT (RFC 8441): its DATA is the tunnel's once the upstream switched.
     private var connectProtocol: String?
     private var tunnel: Tunnel?
@@ -49,7 +44,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         allocator = context.channel.allocator
     }
 
-    var isActive: Bool { open }
+    var isActive: Bool { stream.open }
     var peerAddress: String { connection.peerAddress }
     /// HTTP/2 names the authority in `:authority`; no absolute-form target arrives here.
     var localAuthority: String { "" }
@@ -78,7 +73,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// Writable while what is queued fits in the windows the peer has
     /// opened: a client that announced a 0 window gets nothing read ahead
     /// from the upstream for it.
-    var isWritable: Bool { connection.isWritable && body.count < connection.sendWindow(self) }
+    var isWritable: Bool { connection.isWritable && stream.fits(window: connection.sendWindow(self)) }
 
     // MARK: The request
 
@@ -127,7 +122,8 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     func received(_ bytes: UnsafeRawBufferPointer) {
         // DATA no one reads (the request ended, or its call is gone) only reopens the window.
         guard let proxy, connectProtocol != nil || !requestEnded else { return connection.consume(self, bytes.count) }
-        if reading { connection.consume(self, bytes.count) } else { unconsumed += bytes.count }
+        let consumed = stream.received(bytes.count)
+        if consumed > 0 { connection.consume(self, consumed) }
         let buffer = allocator.buffer(bytes: bytes)
         guard connectProtocol != nil else { return proxy.process(.body(buffer)) }
         guard let tunnel else { return early.append(buffer) }
@@ -143,18 +139,16 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     }
 
     func setReading(_ on: Bool) {
-        guard reading != on else { return }
-        reading = on
-        guard on, unconsumed > 0 else { return }
-        connection.consume(self, unconsumed)
-        unconsumed = 0
+        let count = stream.setReading(on)
+        guard count > 0 else { return }
+        connection.consume(self, count)
         connection.needsSend()
     }
 
     // MARK: The response
 
     func write(_ part: ResponsePart) {
-        guard open, !responseEnded else { return }
+        guard stream.open, !responseEnded else { return }
         switch part {
         case .head(let head) where connectProtocol != nil && head.status.code == 101:
             // RFC 8441 §5: the switch is a 200 on the stream, without the HTTP/1.1 upgrade's fields.
@@ -168,7 +162,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         case .head(let head):
             self.head = head
         case .body(let buffer):
-            body.append(buffer)
+            stream.send(buffer)
         case .end(let trailers):
             self.trailers = trailers
             end(close: false)
@@ -186,10 +180,9 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         if let head {
             self.head = nil
             submitted = true
-            let hasBody = !(responseEnded && body.isEmpty && trailers == nil)
+            let hasBody = !(responseEnded && stream.outbound.isEmpty && trailers == nil)
             connection.submitResponse(self, HeaderBlock(response: head), body: hasBody)
-        } else if deferred, submitted, !body.isEmpty || responseEnded {
-            deferred = false
+        } else if submitted, !stream.outbound.isEmpty || responseEnded, stream.resumeNeeded() {
             connection.resume(self)
         }
     }
@@ -197,13 +190,9 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// libnghttp2 asks for up to `buffer.count` bytes of DATA (what the
     /// windows allow); the last bytes carry END_STREAM, or trailers follow.
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyRead {
-        let copied = body.read(into: buffer)
+        guard case .bytes(let copied, let end) = stream.read(into: buffer) else { return .deferred }
         if copied > 0, !responseEnded { connection.bodyDrained(self) }
-        guard body.isEmpty, responseEnded else {
-            if copied > 0 { return .bytes(copied, end: false, trailers: false) }
-            deferred = true
-            return .deferred
-        }
+        guard end else { return .bytes(copied, end: false, trailers: false) }
         if let trailers {
             self.trailers = nil
             connection.submitHeaders(self, HeaderBlock(trailers: trailers), endStream: true)
@@ -217,8 +206,8 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// and only then refused with RST_STREAM(NO_ERROR): some clients (curl
     /// 7.88) fail a call whose stream is reset, even after a whole answer.
     func end(close: Bool) {
-        guard open, !responseEnded else { return }
-        body.ended = true
+        guard stream.open, !responseEnded else { return }
+        stream.endSending()
         flush()
         guard close, !requestEnded else { return }
         setReading(true)
@@ -227,21 +216,20 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     }
 
     private func stopLingering() {
-        guard open, !requestEnded else { return }
+        guard stream.open, !requestEnded else { return }
         connection.reset(self, code: NGHTTP2_NO_ERROR)
         connection.needsSend()
     }
 
     func close() {
-        guard open, !(responseEnded && requestEnded) else { return }
-        open = false
-        body.removeAll()
+        guard stream.open, !(responseEnded && requestEnded) else { return }
+        stream.cancel()
         connection.reset(self, code: NGHTTP2_CANCEL)
         connection.needsSend()
     }
 
     func mayWriteAgain() {
-        if open, isWritable { proxy?.clientBecameWritable() }
+        if stream.open, isWritable { proxy?.clientBecameWritable() }
     }
 
     /// The stream is over (both sides ended, reset, or the connection went):
@@ -249,10 +237,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     func closed() {
         tunnel?.close()
         tunnel = nil
-        open = false
-        body.removeAll()
-        connection.consumeConnection(unconsumed)
-        unconsumed = 0
+        connection.consumeConnection(stream.closed())
         let proxy = self.proxy
         self.proxy = nil
         proxy?.shared.metrics.streams.decrement()
