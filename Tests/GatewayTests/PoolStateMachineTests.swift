@@ -94,3 +94,40 @@ import Testing
         guard case .close = machine.release(Connection(), now: now) else { Issue.record("closed"); return }
     }
 }
+
+/// An HTTP/2 endpoint's one session, without sockets.
+@Suite struct HTTP2PoolStateMachineTests {
+    final class Session {
+        var acceptsStreams = true
+    }
+    typealias Machine = HTTP2PoolStateMachine<Session, String>
+
+    @Test func callsWaitForOneConnectAndAGoAwayMakesTheNextCallReplaceIt() {
+        var machine = Machine()
+        guard case .connect(let first) = machine.acquire("a", accepts: \.acceptsStreams) else { Issue.record("connects"); return }
+        guard case .wait = machine.acquire("b", accepts: \.acceptsStreams) else { Issue.record("waits"); return }
+        let session = Session()
+        #expect(machine.connected(session, attempt: first) == ["a", "b"])
+        guard case .use(let used) = machine.acquire("c", accepts: \.acceptsStreams), used === session else { Issue.record("uses"); return }
+        // GOAWAY: no new stream on it; the next call opens the replacement.
+        session.acceptsStreams = false
+        guard case .connect(let second) = machine.acquire("d", accepts: \.acceptsStreams), second != first else {
+            Issue.record("replaces"); return
+        }
+        // A late result of the first attempt changes nothing.
+        #expect(machine.connectFailed(attempt: first).isEmpty)
+        #expect(machine.connectFailed(attempt: second) == ["d"])
+        guard case .connect = machine.acquire("e", accepts: \.acceptsStreams) else { Issue.record("connects again"); return }
+    }
+
+    @Test func aClosedSessionIsConnectedAnew() {
+        var machine = Machine()
+        guard case .connect(let attempt) = machine.acquire("a", accepts: \.acceptsStreams) else { Issue.record("connects"); return }
+        let session = Session()
+        _ = machine.connected(session, attempt: attempt)
+        machine.closed(Session())  // another session's close: nothing
+        guard case .use = machine.acquire("b", accepts: \.acceptsStreams) else { Issue.record("uses"); return }
+        machine.closed(session)
+        guard case .connect = machine.acquire("c", accepts: \.acceptsStreams) else { Issue.record("connects anew"); return }
+    }
+}

@@ -22,7 +22,7 @@ final class UpstreamPool: @unchecked Sendable {
     let states: [String: UpstreamState]
     /// HTTP/2 upstreams: one multiplexed connection per endpoint per loop
     /// (being set up, or up); each call opens a stream on it.
-    private var sessions: [SessionKey: EventLoopFuture<HTTP2UpstreamSession>] = [:]
+    private var sessions: [SessionKey: HTTP2PoolStateMachine<HTTP2UpstreamSession, Waiter>] = [:]
     private var sessionChannels: [ObjectIdentifier: Channel] = [:]
 
     private struct SessionKey: Hashable {
@@ -82,11 +82,14 @@ final class UpstreamPool: @unchecked Sendable {
     func acquire(_ upstream: UpstreamConfig, endpoint: Endpoint, waiter: @escaping Waiter) -> Acquisition {
         eventLoop.assertInEventLoop()
         if upstream.http2 {
-            withSession(upstream, endpoint: endpoint) { result in
-                switch result {
-                case .success(let session): _ = waiter(.success(HTTP2UpstreamStream(session: session, upstream: upstream.name)))
-                case .failure(let error): _ = waiter(.failure(error))
-                }
+            let key = SessionKey(upstream: upstream.name, endpoint: endpoint.index)
+            switch sessions[key, default: HTTP2PoolStateMachine()].acquire(waiter, accepts: \.acceptsStreams) {
+            case .use(let session):
+                return .ready(HTTP2UpstreamStream(session: session, upstream: upstream.name))
+            case .connect(let attempt):
+                connectHTTP2(upstream, endpoint: endpoint, key: key, attempt: attempt)
+            case .wait:
+                break
             }
             return .waiting(nil)
         }
@@ -111,28 +114,12 @@ final class UpstreamPool: @unchecked Sendable {
         slots[ObjectIdentifier(endpoint)]?.state.cancel(id)
     }
 
-    /// The upstream's multiplexed connection on this loop, made when there is
-    /// none; one whose GOAWAY came is replaced (once per call).
-    private func withSession(_ upstream: UpstreamConfig, endpoint: Endpoint, replacing: Bool = false,
-                             _ body: @escaping (Result<HTTP2UpstreamSession, any Error>) -> Void) {
-        let key = SessionKey(upstream: upstream.name, endpoint: endpoint.index)
-        let session = sessions[key] ?? connectHTTP2(upstream, endpoint: endpoint, key: key)
-        sessions[key] = session
-        session.assumeIsolated().whenComplete { [self] result in
-            if case .success(let made) = result, !made.acceptsStreams, !replacing {
-                if sessions[key] === session { sessions[key] = nil }
-                return withSession(upstream, endpoint: endpoint, replacing: true, body)
-            }
-            body(result)
-        }
-    }
-
-    /// h2c by prior knowledge for http URLs, h2 by ALPN for https ones.
-    private func connectHTTP2(_ upstream: UpstreamConfig, endpoint: Endpoint, key: SessionKey) -> EventLoopFuture<HTTP2UpstreamSession> {
+    /// h2c by prior knowledge for http URLs, h2 by ALPN for https ones; the
+    /// session goes to every call that waited for this attempt.
+    private func connectHTTP2(_ upstream: UpstreamConfig, endpoint: Endpoint, key: SessionKey, attempt: UInt64) {
         let name = upstream.name
         let scheme = endpoint.url.isTLS ? "https" : "http"
-        var made: EventLoopFuture<HTTP2UpstreamSession>!
-        made = connectChannel(upstream, url: endpoint.url) { pipeline in
+        connectChannel(upstream, url: endpoint.url) { pipeline in
             try pipeline.addHandler(HTTP2UpstreamSession(upstream: name, scheme: scheme, endpoint: endpoint))
         }
         .assumeIsolated()
@@ -140,17 +127,21 @@ final class UpstreamPool: @unchecked Sendable {
             let session = try channel.pipeline.syncOperations.handler(type: HTTP2UpstreamSession.self)
             sessionChannels[ObjectIdentifier(channel)] = channel
             channel.closeFuture.assumeIsolated().whenComplete { [self] _ in
-                if sessions[key] === made { sessions[key] = nil }
+                sessions[key]?.closed(session)
                 sessionChannels[ObjectIdentifier(channel)] = nil
             }
             return session
         }
-        .flatMapErrorThrowing { [self] error in
-            if sessions[key] === made { sessions[key] = nil }
-            throw error
+        .whenComplete { [self] result in
+            switch result {
+            case .success(let session):
+                for waiter in sessions[key]?.connected(session, attempt: attempt) ?? [] {
+                    _ = waiter(.success(HTTP2UpstreamStream(session: session, upstream: name)))
+                }
+            case .failure(let error):
+                for waiter in sessions[key]?.connectFailed(attempt: attempt) ?? [] { _ = waiter(.failure(error)) }
+            }
         }
-        .nonisolated()
-        return made
     }
 
     /// A TCP connection on this loop with the upstream's connect timeout, TLS
