@@ -8,7 +8,10 @@ SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 LOOPS = os.environ.get("BENCH_GATEWAYD_LOOPS", "1")
 # Which tables run, e.g. BENCH_TABLES=logs (a ratio measured on its own, with more rounds).
-TABLES = os.environ.get("BENCH_TABLES", "h1,h2c,logs,h2c-logs,loops,routes,memory").split(",")
+TABLES = os.environ.get("BENCH_TABLES", "h1,h2c,logs,h2c-logs,loops,routes,rate,memory").split(",")
+# The fixed-rate table: offered loads (requests per second) and each run's seconds.
+RATES = [int(r) for r in os.environ.get("BENCH_RATES", "2000,8000").split(",")]
+RATE_SECONDS = int(os.environ.get("BENCH_RATE_SECONDS", "8"))
 # A bare SwiftNIO byte forwarder (Benchmarks/NIOForwarder), the floor under gatewayd: scripts/bench with BENCH_NIO_FLOOR=1.
 NIO_FORWARDER = os.environ.get("NIO_FORWARDER")
 HZ = os.sysconf("SC_CLK_TCK")
@@ -261,6 +264,51 @@ try:
                 paired = statistics.median(a[3] / b[3] for a, b in zip(results[row], results[base]))
                 print(f"gatewayd, {what}: CPU per request {cpu(row) / cpu(base):.2f} (per-round pairs: {paired:.2f}), "
                       f"req/s {med[row][0] / med[base][0]:.2f}")
+
+    if "rate" in TABLES:
+        # The load a sidecar carries: a fixed offered rate, not a closed loop's
+        # maximum (which hides the cost of each wake-up). h2load paces 16
+        # connections at rate/16 each; percentiles come from its per-request
+        # log; CPU is the proxy's share of one core over the run. The default
+        # config (access log and metrics on) against nginx and HAProxy logging,
+        # gatewayd with its log off, and the upstream alone (what each adds).
+        def run_rate(port, rate, h1):
+            log = os.path.join(work, "rate.log")
+            out = subprocess.run(["h2load", *(["--h1"] if h1 else []), "-c16", f"--rps={max(1, rate // 16)}", "-D", str(RATE_SECONDS),
+                                  f"--log-file={log}", f"http://127.0.0.1:{port}/"], capture_output=True, text=True).stdout
+            done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
+            durations = sorted(int(line.split()[2]) for line in open(log) if line.strip())
+            p = lambda q: durations[min(len(durations) - 1, int(q * len(durations)))] / 1000
+            return int(done.group(1)) / RATE_SECONDS, p(0.5), p(0.99), int(done.group(1)) - int(done.group(2))
+
+        rows = {"h1": {"direct": (upstream_port, upstream), "gatewayd": (extra_ports["gatewayd log on"], servers["gatewayd log on"]),
+                       "gatewayd log off": (extra_ports["gatewayd metrics on"], servers["gatewayd metrics on"]),
+                       "nginx": (extra_ports["nginx log on"], servers["nginx log on"]),
+                       "haproxy": (extra_ports["haproxy log on"], servers["haproxy log on"])},
+                "h2c": {"direct": (upstream_h2_port, upstream), "gatewayd": (extra_ports["gatewayd log on"], servers["gatewayd log on"]),
+                        "gatewayd log off": (extra_ports["gatewayd metrics on"], servers["gatewayd metrics on"]),
+                        "haproxy": (extra_ports["haproxy log on"], servers["haproxy log on"])}}
+        print(f"\nFixed rate (h2load -c16 --rps=rate/16 -D {RATE_SECONDS}; access logs on, gatewayd's metrics on): medians of {ROUNDS} "
+              "interleaved rounds; CPU is the proxy's share of one core; + p99 is over the upstream alone at the same rate")
+        print("| protocol | rate/s | target | done/s | p50 ms | p99 ms | + p99 ms | CPU % core | CPU ÷ nginx | + p99 ÷ best peer's | failed |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for proto, targets in rows.items():
+            for rate in RATES:
+                results = {name: [] for name in targets}
+                for _ in range(ROUNDS):
+                    for name, (port, proc) in targets.items():
+                        before, start_t = cpu_ticks(proc), time.monotonic()
+                        done, p50, p99, failed = run_rate(port, rate, proto == "h1")
+                        share = (cpu_ticks(proc) - before) / HZ / (time.monotonic() - start_t) * 100
+                        results[name].append((done, p50, p99, share, failed))
+                med = {name: [statistics.median(r[i] for r in rs) for i in range(5)] for name, rs in results.items()}
+                added = {name: med[name][2] - med["direct"][2] for name in med}
+                peers = [added[n] for n in ("nginx", "haproxy") if n in added]
+                for name, (done, p50, p99, share, failed) in med.items():
+                    vs_nginx = f"{share / med['nginx'][3]:.2f}" if "nginx" in med and name != "direct" else "—"
+                    vs_best = f"{added[name] / min(peers):.2f}" if peers and min(peers) > 0 and name != "direct" else "—"
+                    print(f"| {proto} | {rate:,} | {name} | {done:,.0f} | {p50:.2f} | {p99:.2f} | "
+                          f"{'—' if name == 'direct' else f'{added[name]:+.2f}'} | {share:.1f} | {vs_nginx} | {vs_best} | {failed:.0f} |")
 
     gw = servers["gatewayd"]
     if "routes" in TABLES:
