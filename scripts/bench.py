@@ -290,7 +290,7 @@ try:
                         "haproxy": (extra_ports["haproxy log on"], servers["haproxy log on"])}}
         print(f"\nFixed rate (h2load -c16 --rps=rate/16 -D {RATE_SECONDS}; access logs on, gatewayd's metrics on): medians of {ROUNDS} "
               "interleaved rounds; CPU is the proxy's share of one core; + p99 is over the upstream alone at the same rate")
-        print("| protocol | rate/s | target | done/s | p50 ms | p99 ms | + p99 ms | CPU % core | CPU ÷ nginx | + p99 ÷ best peer's | failed |")
+        print("| protocol | rate/s | target | done/s | p50 ms | p99 ms | + p99 ms | CPU % core | CPU ÷ nginx (h1) or HAProxy (h2c) | + p99 ÷ best peer's | failed |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for proto, targets in rows.items():
             for rate in RATES:
@@ -305,7 +305,9 @@ try:
                 added = {name: med[name][2] - med["direct"][2] for name in med}
                 peers = [added[n] for n in ("nginx", "haproxy") if n in added]
                 for name, (done, p50, p99, share, failed) in med.items():
-                    vs_nginx = f"{share / med['nginx'][3]:.2f}" if "nginx" in med and name != "direct" else "—"
+                    # CPU against nginx over HTTP/1.1, against HAProxy over h2c (nginx serves no h2c here).
+                    peer = "nginx" if "nginx" in med else "haproxy"
+                    vs_nginx = f"{share / med[peer][3]:.2f}" if name != "direct" else "—"
                     vs_best = f"{added[name] / min(peers):.2f}" if peers and min(peers) > 0 and name != "direct" else "—"
                     print(f"| {proto} | {rate:,} | {name} | {done:,.0f} | {p50:.2f} | {p99:.2f} | "
                           f"{'—' if name == 'direct' else f'{added[name]:+.2f}'} | {share:.1f} | {vs_nginx} | {vs_best} | {failed:.0f} |")
