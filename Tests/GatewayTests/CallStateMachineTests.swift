@@ -301,4 +301,36 @@ import Testing
         // Its outcome is told to the endpoint once.
         #expect(machine.judge() && !machine.judge())
     }
+
+    @Test func aRefusedAnswerIsDrainedWhenSmallAndItsConnectionHeldAndTheBudgetMaySayNo() throws {
+        let config = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            routes: [{name: r, upstream: echo, retry: {attempts: 3, on: [503], backoff: {strategy: immediate}}}]
+            """).config
+        var random = SystemRandomNumberGenerator()
+        func started() -> (Machine, Token)? {
+            var machine = Machine()
+            let retry = RetryState<ContinuousClock.Instant>(policy: config.routes[0].retry, validators: [], method: "GET", replayable: true,
+                                                             deadline: nil)
+            guard case .acquireConnection(let a) = machine.start(now: t0, timeout: .seconds(10), runsModifiers: false, perTryTimeout: nil,
+                                                                 retry: retry) else { return nil }
+            _ = machine.connectionReady(a)
+            return (machine, a)
+        }
+        let small = TryOutcome.response(status: 503, headers: ["Content-Length": "12"], body: nil)
+        let large = TryOutcome.response(status: 503, headers: ["Content-Length": "\(Machine.drainLimit + 1)"], body: nil)
+        guard case (var machine, let a)? = started() else { Issue.record("starts"); return }
+        #expect(machine.judge(small, now: t0, random: &random, connectionHeld: true, retryAllowed: { true })?.verdict == .drain)
+        #expect(machine.isDraining && machine.perTryTimerFired(a) == .ignore)
+        guard case .acquireConnection(let b) = machine.drained(), b.attempt == 2 else { Issue.record("retries after the drain"); return }
+        // Too large to drain, or its connection already gone: dropped, and the next try starts.
+        _ = machine.connectionReady(b)
+        guard case .retry(next: .acquireConnection(let c))? = machine.judge(large, now: t0, random: &random, connectionHeld: true,
+                                                                            retryAllowed: { true })?.verdict, c.attempt == 3
+        else { Issue.record("drops a large refusal"); return }
+        // The budget says no: the answer goes to the client as it is.
+        guard var (spent, _) = started() else { Issue.record("starts"); return }
+        let judged = spent.judge(small, now: t0, random: &random, connectionHeld: true, retryAllowed: { false })
+        #expect(judged?.verdict == .forward && judged?.decided == .giveUp(reason: "retry budget spent"))
+    }
 }

@@ -74,6 +74,24 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         var end: Bool
     }
 
+    /// What becomes of a try that was judged.
+    enum Verdict: Equatable, Sendable {
+        /// Its answer goes to the client as it is (accepted, or no try left).
+        case forward
+        /// The client gets a 502 naming `validator`.
+        case fail(validator: String)
+        /// The refused answer is read to its end on its connection, which is
+        /// kept; the retry follows (`drained()`).
+        case drain
+        /// Its connection is dropped and the next try starts: `next`.
+        case retry(next: Action)
+        /// A credential refresh, then the next try.
+        case refresh(RefreshSpec)
+    }
+
+    /// Refused answers up to this size are drained, not dropped with their connection.
+    static var drainLimit: Int { 64 * 1024 }
+
     /// What a streamed request body part or end asks of the runner.
     enum BodyAction: Equatable, Sendable {
         case none
@@ -277,6 +295,39 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
     /// has neither). Unsent replays are free: the policy counts the others.
     mutating func tryFinished(_ outcome: TryOutcome, now: Instant, random: inout some RandomNumberGenerator) -> RetryState<Instant>.Action? {
         retry?.tryFinished(outcome, tries: tries - unsentReplays, now: now, random: &random)
+    }
+
+    /// Judges the try's outcome (nil: the route has no validators or retry
+    /// policy) and moves on as the verdict says. `retryAllowed` asks the
+    /// route's retry budget for one retry (it is spent when it says yes);
+    /// `connectionHeld`: the try's connection still carries its answer, so a
+    /// small refused one can be drained to keep it. Returns the policy's
+    /// decision as logged, and the verdict.
+    mutating func judge(_ outcome: TryOutcome, now: Instant, random: inout some RandomNumberGenerator, connectionHeld: Bool,
+                        retryAllowed: () -> Bool) -> (decided: RetryState<Instant>.Action, verdict: Verdict)? {
+        guard var decided = tryFinished(outcome, now: now, random: &random) else { return nil }
+        switch decided {
+        case .retry, .refreshThenRetry:
+            if !retryAllowed() { decided = .giveUp(reason: "retry budget spent") }
+        default:
+            break
+        }
+        switch decided {
+        case .accept, .giveUp:
+            return (decided, .forward)
+        case .fail(let validator):
+            return (decided, .fail(validator: validator))
+        case .refreshThenRetry(let spec):
+            return (decided, .refresh(spec))
+        case .retry(let delay, _):
+            if connectionHeld, case .response(_, let headers, _) = outcome,
+                let length = headers["Content-Length"].flatMap(Int.init), length <= Self.drainLimit
+            {
+                drainThenRetry(after: delay)
+                return (decided, .drain)
+            }
+            return (decided, .retry(next: retry(after: delay)))
+        }
     }
 
     /// The current try's outcome goes to its endpoint's outlier detection once: whether this is that once.

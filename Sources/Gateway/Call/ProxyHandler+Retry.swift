@@ -20,20 +20,18 @@ extension ProxyHandler {
     /// `responseComplete`: the connection already finished its response (and
     /// went back to its pool), so it is not abandoned.
     func decide(_ outcome: TryOutcome, upstreamStatus: Int?, responseComplete: Bool = false) -> Bool {
-        guard let call, let action = machine.tryFinished(outcome, now: loopNow, random: &random) else { return false }
+        guard let call else { return false }
         if responseComplete { call.connection = nil }
-        var decided = action
-        switch action {
-        case .retry, .refreshThenRetry:
-            if let budget = call.route.retryBudget, !budget.takeRetry() { decided = .giveUp(reason: "retry budget spent") }
-        default: break
-        }
+        let budget = call.route.retryBudget
+        guard let (decided, verdict) = machine.judge(outcome, now: loopNow, random: &random, connectionHeld: call.connection != nil,
+                                                     retryAllowed: { budget?.takeRetry() ?? true })
+        else { return false }
         logTry(outcome, decided)
         if case .response(let status, _, _) = outcome { judgeTry(Self.outlierFailure(status: status, decided, by: machine.retry?.decidedBy)) }
-        switch decided {
-        case .accept, .giveUp:
+        switch verdict {
+        case .forward:
             return false
-        case .refreshThenRetry(let spec):
+        case .refresh(let spec):
             return refreshThenRetry(spec, call: call)
         case .fail(let validator):
             call.connection?.abandon()
@@ -42,19 +40,15 @@ extension ProxyHandler {
             respond(.validatorFailed(upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name),
                    to: call.requestHead, requestID: call.requestID)
             return true
-        case .retry(let delay, _):
+        case .drain:
+            // Read to its end, so its connection goes back to the pool instead of being closed and re-opened.
             log.upstreamStatus = nil
-            // A small refused answer is read to its end, so its connection
-            // goes back to the pool instead of being closed and re-opened.
-            if case .response(_, let headers, _) = outcome, call.connection != nil,
-                let length = headers["Content-Length"].flatMap(Int.init), length <= Self.drainLimit
-            {
-                machine.drainThenRetry(after: delay)
-                return true
-            }
+            return true
+        case .retry(let next):
+            log.upstreamStatus = nil
             call.connection?.abandon()
             call.connection = nil
-            run(machine.retry(after: delay))
+            run(next)
             return true
         }
     }
@@ -71,9 +65,6 @@ extension ProxyHandler {
         }
         return status >= 500 ? .status5xx : nil
     }
-
-    /// Answers up to this size that decided a retry are drained, not dropped with their connection.
-    static let drainLimit = 64 * 1024
 
     /// The refused response being drained ended (or its connection failed):
     /// the retry starts.
