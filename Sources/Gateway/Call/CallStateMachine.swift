@@ -59,58 +59,6 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         case timeOutCall(forwarded: Bool)
     }
 
-    /// What a connection that arrived is for.
-    enum ConnectionAction: Equatable, Sendable {
-        /// Send the request on it (`streamed`: its head, then the body parts
-        /// read meanwhile, and the body's end when it came); when the route
-        /// has one, arm a per-try timer carrying `token`.
-        case send(Token, perTryTimeout: Duration?, streamed: StreamedStart?)
-        /// The call or try it was for is over: back to its pool.
-        case giveBack
-    }
-
-    struct StreamedStart: Equatable, Sendable {
-        var pending: [ByteBuffer]
-        var end: Bool
-    }
-
-    /// What becomes of a try that was judged.
-    enum Verdict: Equatable, Sendable {
-        /// Its answer goes to the client as it is (accepted, or no try left).
-        case forward
-        /// The client gets a 502 naming `validator`.
-        case fail(validator: String)
-        /// The refused answer is read to its end on its connection, which is
-        /// kept; the retry follows (`drained()`).
-        case drain
-        /// Its connection is dropped and the next try starts: `next`.
-        case retry(next: Action)
-        /// A credential refresh, then the next try.
-        case refresh(RefreshSpec)
-    }
-
-    /// Refused answers up to this size are drained, not dropped with their connection.
-    static var drainLimit: Int { 64 * 1024 }
-
-    /// What a streamed request body part or end asks of the runner.
-    enum BodyAction: Equatable, Sendable {
-        case none
-        /// To the upstream connection of the try in flight.
-        case send(ByteBuffer)
-        case sendEnd
-        /// The call is over: the client's reading resumes, so the rest of its body is read (and dropped).
-        case resumeClient
-    }
-
-    /// A pass-through route's request body, streamed as it arrives. It
-    /// outlives a call that ends first: the rest is read and dropped.
-    struct StreamedBody: Sendable {
-        /// Parts read before the upstream connection was ready.
-        var pending: [ByteBuffer] = []
-        var ended = false
-        var connected = false
-    }
-
     private(set) var state = State.idle
     private var calls: UInt64 = 0
     private var perTryTimeout: Duration?
