@@ -195,7 +195,8 @@ import Testing
         // for it must not be followed by a second one ("client-gone") for the same call.
         #expect(try curl(["-s", "http://127.0.0.1:\(gateway.port)/next"]).status == 18)
         _ = await eventually(timeout: 10) { gateway.log.split(separator: "\n").count { $0.contains("gatewayd.access") } >= 2 }
-        usleep(200_000)
+        // A second line for the cut call would come within this bounded wait.
+        #expect(!(await eventually(timeout: 0.5) { gateway.log.split(separator: "\n").count { $0.contains("gatewayd.access") } > 2 }))
         let lines = gateway.log.split(separator: "\n").filter { $0.contains("gatewayd.access") }
         #expect(lines.count == 2, "\(lines)")
         #expect(lines.allSatisfy { $0.contains("outcome=cut-short-reset") }, "\(lines)")

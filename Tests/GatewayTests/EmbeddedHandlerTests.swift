@@ -85,15 +85,6 @@ import Testing
         return block
     }
 
-    static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8]) -> [UInt8] {
-        let length = UInt32(payload.count)
-        var bytes: [UInt8] = [UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
-        bytes += [type, flags]
-        bytes += [UInt8(truncatingIfNeeded: stream >> 24) & 0x7F, UInt8(truncatingIfNeeded: stream >> 16), UInt8(truncatingIfNeeded: stream >> 8),
-                  UInt8(truncatingIfNeeded: stream)]
-        return bytes + payload
-    }
-
     /// Frames as (type, flags, stream, payload).
     static func frames(_ bytes: [UInt8]) -> [(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8])] {
         var frames: [(UInt8, UInt8, UInt32, [UInt8])] = []
@@ -114,9 +105,9 @@ import Testing
         let request = { (path: String) in
             Self.headerBlock([(":method", "GET"), (":scheme", "http"), (":authority", "h"), (":path", path)])
         }
-        var input = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + Self.frame(type: 0x4, flags: 0, stream: 0, payload: [])
-        input += Self.frame(type: 0x1, flags: 0x5, stream: 1, payload: request("/e/one"))
-        input += Self.frame(type: 0x1, flags: 0x5, stream: 3, payload: request("/e/two"))
+        var input = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + NGHTTP2Client.frame(type: 0x4, flags: 0, stream: 0, payload: [])
+        input += NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 1, payload: request("/e/one"))
+        input += NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 3, payload: request("/e/two"))
         try channel.writeInbound(ByteBuffer(bytes: input))
         var out: [UInt8] = []
         while let buffer = try channel.readOutbound(as: ByteBuffer.self) { out += Array(buffer.readableBytesView) }
@@ -128,8 +119,8 @@ import Testing
             #expect(String(decoding: data.flatMap(\.payload), as: UTF8.self).contains(#""path":"\#(path)""#))
         }
         // A request on an id the client skipped is a connection error.
-        try channel.writeInbound(ByteBuffer(bytes: Self.frame(type: 0x1, flags: 0x5, stream: 9, payload: request("/e/nine"))
-            + Self.frame(type: 0x1, flags: 0x5, stream: 7, payload: request("/e/seven"))))
+        try channel.writeInbound(ByteBuffer(bytes: NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 9, payload: request("/e/nine"))
+            + NGHTTP2Client.frame(type: 0x1, flags: 0x5, stream: 7, payload: request("/e/seven"))))
         var after: [UInt8] = []
         while let buffer = try channel.readOutbound(as: ByteBuffer.self) { after += Array(buffer.readableBytesView) }
         let goAway = Self.frames(after).first { $0.type == 0x7 }

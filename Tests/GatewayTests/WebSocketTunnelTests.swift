@@ -44,7 +44,7 @@ import Testing
             """)
     }
 
-    @Test func echoesTenMiBEachWayAndClosesCleanly() throws {
+    @Test func echoesTenMiBEachWayAndClosesCleanly() async throws {
         let (server, port) = try Self.echoServer()
         defer { Self.stop(server) }
         let gateway = try Self.gateway(port)
@@ -54,8 +54,7 @@ import Testing
         // 10 MiB each way went through without being held: memory stays near its idle size.
         #expect(try gateway.residentBytes() < 80 << 20)
         // One access line for the tunnel, when it ended: 101, bytes each way.
-        let deadline = Date().addingTimeInterval(3)
-        while Date() < deadline, !gateway.log.contains("outcome=tunnel-closed") { Thread.sleep(forTimeInterval: 0.05) }
+        _ = await eventually(timeout: 3) { gateway.log.contains("outcome=tunnel-closed") }
         let line = gateway.log.split(separator: "\n").first { $0.contains("outcome=tunnel-closed") } ?? ""
         #expect(line.contains("status=101") && line.contains("route=chat"), "\(line)")
         let sent = line.firstMatch(of: /request_bytes=(\d+)/).flatMap { Int($0.output.1) } ?? 0

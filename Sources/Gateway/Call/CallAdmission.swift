@@ -59,10 +59,11 @@ enum CallAdmission {
             return .answered(.rateLimited(route: route.config.name), extraHeaders: limiter.refusalHeaders(policy: route.config.name, wait: wait),
                              close: hasBody, route: route)
         }
-        if let refusal = RequestRouting.upgradeRefusal(head.headers, route: route, canTunnel: client.canTunnel) {
+        // Read once: the refusal and the request built later both use it.
+        let upgrade = RequestRouting.upgradeAsked(head.headers)
+        if let refusal = RequestRouting.upgradeRefusal(upgrade, route: route, canTunnel: client.canTunnel) {
             return .answered(refusal, extraHeaders: [:], close: true, route: route)
         }
-        let upgrade = RequestRouting.upgradeAsked(head.headers)
         // A request that switches protocols is read whole first: the tunnel follows its answer.
         let streams = hasBody && upgrade == nil && route.streamsBody(method: head.method.rawValue)
         if !streams, case .length(let size) = client.framing, size > limits.maxBodyBytes {

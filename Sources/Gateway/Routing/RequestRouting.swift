@@ -55,10 +55,10 @@ enum RequestRouting {
         return name.isEmpty || name == "h2c" ? nil : name
     }
 
-    /// A switch of protocols the route does not allow, or the client's
-    /// connection cannot carry (`canTunnel`): its 400.
-    static func upgradeRefusal(_ headers: HeaderList, route: Route, canTunnel: Bool) -> Problem? {
-        guard let upgrade = upgradeAsked(headers), !route.config.upgrade.contains(upgrade) || !canTunnel else { return nil }
+    /// A switch of protocols (`upgrade`, as `upgradeAsked` read it) the route
+    /// does not allow, or the client's connection cannot carry (`canTunnel`): its 400.
+    static func upgradeRefusal(_ upgrade: String?, route: Route, canTunnel: Bool) -> Problem? {
+        guard let upgrade, !route.config.upgrade.contains(upgrade) || !canTunnel else { return nil }
         return .upgradeNotAllowed(upgrade, route: route.config.name)
     }
 }
