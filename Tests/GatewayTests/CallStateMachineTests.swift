@@ -19,6 +19,21 @@ import Testing
         return token
     }
 
+    /// Starts a call whose route retries a 503 once (immediately) and returns its first try's token.
+    func startedWithPolicy(_ machine: inout Machine, perTry: Duration? = .seconds(1)) throws -> Token {
+        let config = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            routes: [{name: r, upstream: echo, retry: {attempts: 2, on: [503, connect-failure, reset], backoff: {strategy: immediate}}}]
+            """).config
+        let retry = RetryState<ContinuousClock.Instant>(policy: config.routes[0].retry, validators: [], method: "GET", replayable: true, deadline: nil)
+        guard case .acquireConnection(let token) = machine.start(now: t0, timeout: .seconds(60), runsModifiers: false, perTryTimeout: perTry,
+                                                                 retry: retry) else {
+            Issue.record("a call without modifiers acquires a connection first")
+            return Token(call: 0, attempt: 0)
+        }
+        return token
+    }
+
     @Test func aPerTryTimerOfTheCallBeforeDoesNothingToTheNext() {
         var machine = Machine()
         let a = started(&machine)
@@ -57,11 +72,12 @@ import Testing
         #expect(!machine.inFlight)
     }
 
-    @Test func aTryTimesOutWhileItsHeadIsReadButNotOnceForwarded() {
+    @Test func aTryTimesOutWhileItsHeadIsReadButNotOnceForwarded() throws {
         var machine = Machine()
-        let a = started(&machine)
+        let a = try startedWithPolicy(&machine)
         _ = machine.connectionReady(a)
-        machine.hold(ResponseHead(version: .http1_1, status: .ok, headers: [:]))  // held for a body validator
+        // Held for a body validator.
+        #expect(machine.responseHead(ResponseHead(version: .http1_1, status: .ok, headers: [:]), validatorsReadBodies: true) == .hold)
         do {
             let result = machine.perTryTimerFired(a)
             #expect(result == .timeOutTry)
@@ -231,11 +247,74 @@ import Testing
 
     static let head = ResponseHead(version: .http1_1, status: .ok, headers: [:])
 
-    @Test func aHeldAnswerGrowsUntilJudgedOrTooLarge() {
+    @Test func aHeadIsHeldJudgedOrForwardedAsTheRouteJudgesTries() throws {
+        var plain = Machine()
+        let plainTry = started(&plain)
+        _ = plain.connectionReady(plainTry)
+        #expect(plain.responseHead(Self.head, validatorsReadBodies: true) == .forward)
+        var judged = Machine()
+        let judgedTry = try startedWithPolicy(&judged)
+        _ = judged.connectionReady(judgedTry)
+        #expect(judged.responseHead(Self.head, validatorsReadBodies: false) == .judge)
+        #expect(!judged.isHolding)
+        var held = Machine()
+        let heldTry = try startedWithPolicy(&held)
+        _ = held.connectionReady(heldTry)
+        #expect(held.responseHead(Self.head, validatorsReadBodies: true) == .hold)
+        _ = held.heldBody(ByteBuffer(string: "ok"), limit: 10)
+        // Its end gives the whole answer back to be judged.
+        #expect(held.responseEnded() == .judgeHeld(head: Self.head, body: Array("ok".utf8)))
+        #expect(plain.responseEnded() == .finish)
+    }
+
+    @Test func aFailedTryIsReplayedJudgedCutShortOrFailedByWhereItStopped() throws {
+        // Unsent: replayed once, unasked; then the retry policy judges.
         var machine = Machine()
-        let a = started(&machine)
+        let a = try startedWithPolicy(&machine)
         _ = machine.connectionReady(a)
-        machine.hold(Self.head)
+        guard case .replay(.acquireConnection(let replay)) = machine.tryFailed(.reset, progress: .unsent) else {
+            Issue.record("an unsent request is replayed")
+            return
+        }
+        _ = machine.connectionReady(replay)
+        #expect(machine.tryFailed(.reset, progress: .unsent) == .judge)
+        // A connect failure is never replayed unasked: the policy judges it.
+        var connect = Machine()
+        let c = try startedWithPolicy(&connect)
+        let counted = connect.connectFailed(c)
+        #expect(counted)
+        #expect(connect.tryFailed(.connectFailure, progress: .unsent) == .judge)
+        // Without a policy: a 502, or cut short once the response went to the client.
+        var plain = Machine()
+        let plainTry = started(&plain)
+        _ = plain.connectionReady(plainTry)
+        #expect(plain.tryFailed(.reset, progress: .sent) == .fail)
+        plain.responseHeadForwarded()
+        #expect(plain.tryFailed(.reset, progress: .responseStarted) == .cutShort)
+        // A drained refusal whose connection fails: its retry starts, whatever the progress.
+        var draining = Machine()
+        let drainingTry = try startedWithPolicy(&draining)
+        _ = draining.connectionReady(drainingTry)
+        draining.drainThenRetry(after: .zero)
+        guard case .retry(.acquireConnection(let next)) = draining.tryFailed(.reset, progress: .responseStarted) else {
+            Issue.record("the retry starts")
+            return
+        }
+        #expect(next.attempt == 2)
+        // A drain that ends well starts it too.
+        var drained = Machine()
+        let drainedTry = try startedWithPolicy(&drained)
+        _ = drained.connectionReady(drainedTry)
+        drained.drainThenRetry(after: .milliseconds(5))
+        guard case .retry(.wait(let later, .milliseconds(5))) = drained.responseEnded() else { Issue.record("waits, then retries"); return }
+        #expect(later.attempt == 2)
+    }
+
+    @Test func aHeldAnswerGrowsUntilJudgedOrTooLarge() throws {
+        var machine = Machine()
+        let a = try startedWithPolicy(&machine)
+        _ = machine.connectionReady(a)
+        #expect(machine.responseHead(Self.head, validatorsReadBodies: true) == .hold)
         #expect(machine.heldBody(ByteBuffer(string: "abc"), limit: 5) == nil)
         #expect(machine.held?.body == Array("abc".utf8))
         // Past the limit it is let through as it is, and the try can no longer be timed out.

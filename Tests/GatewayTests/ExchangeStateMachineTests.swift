@@ -45,23 +45,12 @@ import Testing
         #expect(moved == .notYet(t0 + .seconds(9)) && stalled == .bodyStalled)
     }
 
-    @Test func aPipelinedRequestWaitsForTheResponseBeforeIt() {
-        var machine = Machine()
-        machine.requestHead()
-        #expect(machine.acceptsRequestParts)  // its own body
-        machine.requestEnded()
-        #expect(!machine.acceptsRequestParts)  // the next request waits
-        _ = machine.logOnce()
-        _ = machine.responseEnded(keepAlive: true, now: t0, idleTimeout: .seconds(5))
-        #expect(machine.acceptsRequestParts)
-    }
-
     @Test func aResponseBeforeTheRequestEndedKeepsReadingIt() {
         var machine = Machine()
         machine.requestHead()
         _ = machine.logOnce()  // refused early (413), body still coming
         let ended = machine.responseEnded(keepAlive: true, now: t0, idleTimeout: .seconds(5))
-        #expect(ended.keepOpen && machine.acceptsRequestParts && !machine.isIdle)
+        #expect(ended.keepOpen && !machine.isIdle)
         let stalled = machine.timerFired(now: t0 + .seconds(5))
         #expect(stalled == .bodyStalled)
         machine.requestEnded()
@@ -89,7 +78,7 @@ import Testing
         #expect(cutShort && !clientGone)
         machine.clientGone()
         let afterwards = machine.logOnce()
-        #expect(!afterwards && !machine.acceptsRequestParts)
+        #expect(!afterwards && !machine.isIdle)
     }
 
     @Test func aClientGoneMidCallIsLoggedAndAnIdleConnectionIsNot() {

@@ -5,8 +5,33 @@ import Testing
 @Suite(.ownThreads) struct HTTP1ConnectionStateMachineTests {
     @Test func keepAliveReadsTheNextPipelinedRequest() {
         var machine = HTTP1ConnectionStateMachine()
+        machine.requestHead()
+        #expect(machine.acceptsRequestParts)  // its own body
+        machine.requestEnded()
+        #expect(!machine.acceptsRequestParts)  // the next request waits
         let action = machine.responseEnded(close: false, unreadInput: true)
-        #expect(action == .parse && machine.readsRequests)
+        #expect(action == .parse && machine.readsRequests && machine.acceptsRequestParts && machine.state == .idle)
+    }
+
+    @Test func anAnswerBeforeItsRequestEndedKeepsReadingTheBody() {
+        var machine = HTTP1ConnectionStateMachine()
+        machine.requestHead()
+        // Refused early (413), the body still coming: read to its end, then idle.
+        _ = machine.responseEnded(close: false, unreadInput: true)
+        #expect(machine.acceptsRequestParts && machine.state == .exchanging(reading: true, responding: false))
+        machine.requestEnded()
+        #expect(machine.state == .idle)
+    }
+
+    @Test func aHalfClosedClientWithACallInFlightIsNotClosedUnderIt() {
+        var machine = HTTP1ConnectionStateMachine()
+        machine.requestHead()
+        machine.requestEnded()
+        _ = machine.inputEnded(midRequest: false)
+        let busy = machine.idleAfterParse()
+        _ = machine.responseEnded(close: false, unreadInput: false)
+        let idle = machine.idleAfterParse()
+        #expect(busy == .none && idle == .closeAfterWrites)
     }
 
     @Test func closingWithInputUnreadLingersAndReadsToDropIt() {

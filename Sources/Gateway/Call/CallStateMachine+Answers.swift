@@ -19,6 +19,40 @@ extension CallStateMachine {
         var end: Bool
     }
 
+    /// What a try's response head starts.
+    enum HeadAction: Equatable, Sendable {
+        /// Held whole for the validators that read bodies (`responseEnded` gives it back).
+        case hold
+        /// Judged from the head now, by the validators and retry policy.
+        case judge
+        /// To the client as it is; its endpoint hears whether it was a 5xx.
+        case forward
+    }
+
+    /// What the end of a try's response leads to.
+    enum Ending: Equatable, Sendable {
+        /// A drained refusal ended: its retry starts.
+        case retry(Action)
+        /// The held answer, whole, for the validators; written when they let it through.
+        case judgeHeld(head: ResponseHead, body: [UInt8])
+        /// The call is over.
+        case finish
+    }
+
+    /// What a failed try leads to.
+    enum Failure: Equatable, Sendable {
+        /// A drained refusal's connection failed: its retry starts.
+        case retry(Action)
+        /// The request never reached the upstream: sent again, unasked.
+        case replay(Action)
+        /// For the retry policy to judge (a 502 unless it retries).
+        case judge
+        /// The response already went to the client: cut short.
+        case cutShort
+        /// The client gets the gateway's 502.
+        case fail
+    }
+
     /// What becomes of a try that was judged.
     enum Verdict: Equatable, Sendable {
         /// Its answer goes to the client as it is (accepted, or no try left).

@@ -210,9 +210,14 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         }
     }
 
-    /// The head arrived and the validators read the body: it is held, not forwarded yet.
-    mutating func hold(_ head: ResponseHead) {
+    /// The try's response head arrived: held whole when the validators read
+    /// bodies, judged from the head when there are validators or a retry
+    /// policy, else forwarded.
+    mutating func responseHead(_ head: ResponseHead, validatorsReadBodies: Bool) -> HeadAction {
+        guard retry != nil else { return .forward }
+        guard validatorsReadBodies else { return .judge }
         if case .awaitingHead(let t) = state { state = .holding(t, head: head, body: []) }
+        return .hold
     }
 
     /// A part of a held body; past `limit` the answer is let through as it
@@ -233,6 +238,28 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
     var held: (head: ResponseHead, body: [UInt8])? {
         guard case .holding(_, let head, let body) = state else { return nil }
         return (head, body)
+    }
+
+    /// The try's response ended: a drained refusal's retry starts, a held
+    /// answer is judged whole, or the call is over.
+    mutating func responseEnded() -> Ending {
+        if isDraining { return .retry(drained()) }
+        if let held { return .judgeHeld(head: held.head, body: held.body) }
+        return .finish
+    }
+
+    /// The try failed (`kind`) after `progress`. A drained refusal's retry
+    /// starts; a request that provably never reached the upstream is sent
+    /// once more, unasked; a failure before the response is judged by the
+    /// retry policy; else the call fails, cut short when its response
+    /// already went to the client.
+    mutating func tryFailed(_ kind: UpstreamError.Kind, progress: TryProgress) -> Failure {
+        if isDraining { return .retry(drained()) }
+        if progress != .responseStarted {
+            if progress == .unsent, kind != .connectFailure, let replay = replayUnsent() { return .replay(replay) }
+            if retry != nil { return .judge }
+        }
+        return responseForwarded ? .cutShort : .fail
     }
 
     mutating func responseHeadForwarded() {

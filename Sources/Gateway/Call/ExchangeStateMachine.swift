@@ -32,16 +32,6 @@ struct ExchangeStateMachine<Instant: InstantProtocol>: Sendable where Instant.Du
 
     var isIdle: Bool { phase == .awaitingHead }
 
-    /// HTTP/1.1 pipelining: the next request is read only once this response
-    /// has ended (its bytes wait in the connection handler).
-    var acceptsRequestParts: Bool {
-        switch phase {
-        case .awaitingHead: true
-        case .exchanging(let reading, let responding, _): reading || !responding
-        case .closed: false
-        }
-    }
-
     /// The connection is up: a request head must come within `timeout`.
     mutating func connectionStarted(now: Instant, headerTimeout: Duration) -> Instant {
         wait(now.advanced(by: headerTimeout))

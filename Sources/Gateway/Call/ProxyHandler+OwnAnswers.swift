@@ -48,28 +48,16 @@ extension ProxyHandler {
         // Every response the gateway makes carries a request id (the client's, or a new one), logged with it.
         let requestID = requestID ?? ClientInfo.requestID(from: head.headers, random: &random)
         log.requestID = requestID
-        var headers: HeaderList = ["Content-Type": Problem.contentType, "X-Request-Id": requestID,
-                                   // The gateway answers as an origin server here, which sends its clock (RFC 9110 section 6.6.1).
-                                   "Date": HTTPDate.format(HTTPDate.now())]
-        for field in extraHeaders { headers.add(field.name, field.value) }
-        var problem = problem
-        problem.traceID = log.traceID
-        respond(status: problem.status, headers: headers, body: problem.json, to: head, close: close)
+        write(OwnAnswer(problem, requestID: requestID, traceID: log.traceID, extraHeaders: extraHeaders, to: head,
+                        close: close || exchange.quiescing))
     }
 
-    func respond(status: Int, headers: HeaderList, body: [UInt8], to head: RequestHead, close: Bool = false) {
-        var headers = headers
-        headers.set("Content-Length", String(body.count))
-        let keepAlive = head.keepsAlive && !close && !exchange.quiescing
-        if !keepAlive { headers.set("Connection", "close") }
-        let responseHead = ResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status), headers: headers)
-        log.bytes = body.count
-        record(status: status, outcome: status < 400 ? "ok" : "gateway")
-        client.write(.head(responseHead))
-        if head.method != .HEAD {
-            client.write(.body(client.allocator.buffer(bytes: body)))
-        }
-        finishExchange(keepAlive: keepAlive)
+    func write(_ answer: OwnAnswer) {
+        log.bytes = answer.body.count
+        record(status: answer.status, outcome: answer.status < 400 ? "ok" : "gateway")
+        client.write(.head(answer.head))
+        if answer.writesBody { client.write(.body(client.allocator.buffer(bytes: answer.body))) }
+        finishExchange(keepAlive: answer.keepAlive)
     }
 
     /// The exchange is over: its access log line and metrics, once.

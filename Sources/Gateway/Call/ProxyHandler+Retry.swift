@@ -5,16 +5,6 @@ import Rewriter
 /// The validator chain and retry policy walked for each try: per-try
 /// timeouts, decisions, drained refusals, credential refresh, try log lines.
 extension ProxyHandler {
-    func retryState(_ route: Route, method: String, replayable: Bool) -> RetryState<LoopInstant>? {
-        // Asked of the route first: copying its config costs ~400 instructions.
-        guard route.judgesTries || !shared.validators.isEmpty else { return nil }
-        let config = route.config
-        route.retryBudget?.callStarted()
-        // Its deadline is the call's, set by the call's machine.
-        return RetryState(policy: config.retry, validators: config.validate, custom: shared.validators, route: config.name,
-                          method: method, replayable: replayable, deadline: nil)
-    }
-
     /// Consults the call's retry state for one try's outcome; returns true when
     /// the handler took care of it (a retry is scheduled, or the call failed).
     /// `responseComplete`: the connection already finished its response (and
@@ -27,7 +17,7 @@ extension ProxyHandler {
                                                      retryAllowed: { budget?.takeRetry() ?? true })
         else { return false }
         logTry(outcome, decided)
-        if case .response(let status, _, _) = outcome { judgeTry(Self.outlierFailure(status: status, decided, by: machine.retry?.decidedBy)) }
+        if case .response(let status, _, _) = outcome { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
         switch verdict {
         case .forward:
             return false
@@ -51,28 +41,6 @@ extension ProxyHandler {
             run(next)
             return true
         }
-    }
-
-    /// What a judged answer means for its endpoint: refused by a validator
-    /// (`fail` or `retry`), a 5xx, or fine. A credential refresh says
-    /// nothing about the endpoint.
-    static func outlierFailure(status: Int, _ action: RetryState<LoopInstant>.Action, by decidedBy: String?) -> OutlierConfig.Failure? {
-        switch action {
-        case .refreshThenRetry: return nil
-        case .fail, .retry, .giveUp:
-            if let decidedBy, !decidedBy.hasPrefix("status-") { return .validator }
-        case .accept: break
-        }
-        return status >= 500 ? .status5xx : nil
-    }
-
-    /// The refused response being drained ended (or its connection failed):
-    /// the retry starts.
-    func drained() -> Bool {
-        guard machine.isDraining else { return false }
-        call?.connection = nil
-        run(machine.drained())
-        return true
     }
 
     /// The route's `refresh` action: take a newer credential, or wait for the
@@ -129,33 +97,8 @@ extension ProxyHandler {
         call?.credentials = credentials
     }
 
-    /// One line per try on routes with a validator chain or retries: the try's
-    /// outcome, what decided, and what happens next.
     func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action) {
-        let decidedBy = machine.retry?.decidedBy
-        let metrics = routeMetrics ?? shared.metrics.unrouted
-        let result: String
-        switch outcome {
-        case .response(let status, _, _): result = String(status)
-        case .failure(let error): result = error.name
-        }
-        var next: String, delay = Duration.zero
-        switch action {
-        case .accept: next = "accept"
-        case .fail: next = "fail"
-        case .giveUp(let reason): next = "give-up: \(reason)"
-        case .retry(let after, let reason):
-            next = "retry"
-            delay = after
-            metrics.retried(reason: reason)
-        case .refreshThenRetry: next = "refresh"
-        }
-        if let decider = decidedBy { metrics.validator(decider, action: next.prefix { $0 != ":" }.description) }
-        guard shared.accessLog != nil else { return }
-        shared.logger.info("try", metadata: [
-            "route": .string(log.route), "request_id": .string(log.requestID), "try": .stringConvertible(machine.tries),
-            "result": .string(result), "decided_by": .string(decidedBy ?? "-"), "next": .string(next),
-            "delay_ms": .stringConvertible(delay.nanosecondCount / 1_000_000),
-        ])
+        TryLog.record(outcome, action, decidedBy: machine.retry?.decidedBy, try: machine.tries, route: log.route, requestID: log.requestID,
+                      metrics: routeMetrics ?? shared.metrics.unrouted, logger: shared.accessLog == nil ? nil : shared.logger)
     }
 }

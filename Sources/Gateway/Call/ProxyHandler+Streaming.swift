@@ -18,7 +18,7 @@ extension ProxyHandler {
             return respond(error, to: head, requestID: client.requestID, close: true)
         }
         setClientReading(false)
-        let retry = retryState(route, method: request.method, replayable: false)
+        let retry = RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: false)
         startCall(Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, streams: true), retry: retry)
     }
 

@@ -152,17 +152,18 @@ extension ProxyHandler {
 
     func upstreamHead(_ upstreamHead: consuming ResponseHead) {
         // Logged whatever the validators make of it.
-        log.upstreamStatus = Int(upstreamHead.status.code)
+        let status = Int(upstreamHead.status.code)
+        log.upstreamStatus = status
         if let sentAt = log.sentAt { log.firstByte = now - sentAt }
         // The call read once: each `call?.` retains and releases it.
         guard let call else { return }
-        let judged = machine.retry != nil
-        if judged, call.route.validatorsReadBodies || shared.validatorsReadBodies { return machine.hold(upstreamHead) }
-        if judged {
-            let status = Int(upstreamHead.status.code)
+        switch machine.responseHead(upstreamHead, validatorsReadBodies: call.route.validatorsReadBodies || shared.validatorsReadBodies) {
+        case .hold:
+            return
+        case .judge:
             if decide(.response(status: status, headers: upstreamHead.headers, body: nil), upstreamStatus: status) { return }
-        } else {
-            judgeTry(upstreamHead.status.code >= 500 ? .status5xx : nil)
+        case .forward:
+            judgeTry(status >= 500 ? .status5xx : nil)
         }
         writeHead(consume upstreamHead)
     }
@@ -173,15 +174,7 @@ extension ProxyHandler {
         guard let call else { return }
         // Moved, not copied: a second reference would make its first edit copy every field.
         var head = consume upstreamHead
-        // Edits an HTTP/1.1 upstream's fields keep beside their bytes; a route's rules read them as a list.
-        head.removeHopByHop()
-        // A 204 has no body to measure (RFC 9110 section 8.6); HTTP/2 clients refuse one that says otherwise.
-        if head.status == .noContent, head.headers.contains("Content-Length") { head.headers.remove("Content-Length") }
-        // RFC 9110 section 6.6.1: a recipient with a clock forwarding an answer without Date adds one.
-        if !(head.received?.hasDate ?? head.headers.contains("Date")) { head.set("Date", HTTPDate.format(HTTPDate.now())) }
-        head.set("X-Request-Id", call.requestID)
-        if !call.route.config.responseHeaders.isEmpty { call.route.config.responseHeaders.apply(to: &head.headers) }
-        if !call.keepAlive || exchange.quiescing { head.set("Connection", "close") }
+        head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || exchange.quiescing)
         machine.responseHeadForwarded()
         call.perTryTimer?.cancel()
         client.write(.head(head))
@@ -204,13 +197,16 @@ extension ProxyHandler {
     func upstreamEnd() { atEvent { completeResponse() } }
 
     private func completeResponse() {
-        if drained() { return }
-        if let held = machine.held {
-            let status = Int(held.head.status.code)
-            if decide(.response(status: status, headers: held.head.headers, body: held.body), upstreamStatus: status, responseComplete: true) {
-                return
-            }
-            releaseHeldResponse(held.head, body: held.body)
+        switch machine.responseEnded() {
+        case .retry(let next):
+            call?.connection = nil
+            return run(next)
+        case .judgeHeld(let head, let body):
+            let status = Int(head.status.code)
+            if decide(.response(status: status, headers: head.headers, body: body), upstreamStatus: status, responseComplete: true) { return }
+            releaseHeldResponse(head, body: body)
+        case .finish:
+            break
         }
         guard let call = endCall() else { return }
         endStreaming()
@@ -222,26 +218,27 @@ extension ProxyHandler {
         guard let call else { return }
         log.reason = error.description
         call.connection = nil
-        if drained() { return }
+        // A drained refusal was judged already: this is a no-op for it.
         judgeTry(OutlierConfig.Failure(error.kind))
-        if progress != .responseStarted {
-            // Provably never reached the upstream (a pooled connection found
-            // closed, or closed by the failing write): once more, unasked.
-            if progress == .unsent, error.kind != .connectFailure, let replay = machine.replayUnsent() {
-                logTry(.failure(error), .retry(after: .zero, reason: "unsent"))
-                return run(replay)
-            }
+        switch machine.tryFailed(error.kind, progress: progress) {
+        case .retry(let next):
+            return run(next)
+        case .replay(let next):
+            logTry(.failure(error), .retry(after: .zero, reason: "unsent"))
+            return run(next)
+        case .judge:
             if decide(.failure(error), upstreamStatus: nil) { return }
-        }
-        let forwarded = machine.responseForwarded
-        endCall()
-        endStreaming()
-        if forwarded {
+        case .cutShort:
+            endCall()
+            endStreaming()
             // The response is cut short: never pretend it ended.
             record(status: log.upstreamStatus ?? 0, outcome: "cut-short-\(error.name)")
-            client.close()
-            return
+            return client.close()
+        case .fail:
+            break
         }
+        endCall()
+        endStreaming()
         respond(.upstreamFailed(error, upstream: call.route.upstream.name, route: call.route.config.name),
                to: call.requestHead, requestID: call.requestID)
     }

@@ -71,10 +71,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// The connection is up: a request head must come within header_timeout.
     func started() { wake(at: exchange.connectionStarted(now: loopNow, headerTimeout: shared.config.limits.headerTimeout)) }
 
-    /// HTTP/1.1 pipelining: the next request is read only once this response
-    /// has ended (its bytes wait in the connection handler).
-    var acceptsRequestParts: Bool { exchange.acceptsRequestParts }
-
     var pool: UpstreamPool {
         if let loopPool { return loopPool }
         let pool = shared.pools.pool(for: client.eventLoop)
@@ -310,12 +306,11 @@ final class ProxyHandler: UpstreamResponseDelegate {
             route.metrics.tries?.increment()
             log.tries = 1
             log.upstreamStatus = 200
-            var responseHeaders: HeaderList = ["Content-Type": "application/json", "X-Request-Id": client.requestID]
-            route.config.responseHeaders.apply(to: &responseHeaders)
-            return respond(status: 200, headers: responseHeaders, body: EchoUpstream.response(to: request), to: head)
+            return write(OwnAnswer(echoing: request, requestID: client.requestID, rules: route.config.responseHeaders, to: head,
+                                   close: exchange.quiescing))
         }
         // Validators do not judge a tunnel.
-        let retry = admitted.upgrade == nil ? retryState(route, method: request.method, replayable: true) : nil
+        let retry = admitted.upgrade == nil ? RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: true) : nil
         // Moved into the call: a copy would retain each of its strings and arrays.
         startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: false),
                   retry: retry)

@@ -89,7 +89,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         guard !parsing, state.readsRequests else { return }
         parsing = true
         defer { parsing = false }
-        while let proxy, proxy.acceptsRequestParts, state.readsRequests {
+        while let proxy, state.acceptsRequestParts {
             let part: RequestPart?
             do {
                 part = try decoder.next(&received)
@@ -100,6 +100,12 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
                 return
             }
             guard let part else { break }
+            // The connection's machine hears of it first: the call may answer at once.
+            switch part {
+            case .head: state.requestHead()
+            case .end: state.requestEnded()
+            case .body: break
+            }
             proxy.process(part)
         }
         if received.readableBytes == 0 {
@@ -107,7 +113,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         } else if received.readerIndex > Self.maxWaitingBytes {
             received.discardReadBytes()
         }
-        if proxy?.exchange.isIdle == true { run(state.idleAfterParse()) }
+        run(state.idleAfterParse())
         if state.waiting(tooMuch: received.readableBytes >= Self.maxWaitingBytes) { updateReading() }
     }
 

@@ -1,0 +1,51 @@
+import NIOCore
+import Rewriter
+
+/// The call in flight: what was asked, where it went, what its
+/// asynchronous steps hold (its lifecycle is `CallStateMachine`'s). A class:
+/// the runner reads and updates it many times per call, and a struct this
+/// size would be copied (and its references retained) at each.
+final class Call {
+    let requestHead: RequestHead
+    /// Whether the client keeps the connection, read from its head once.
+    let keepAlive: Bool
+    /// The body streams upstream as it arrives (not buffered).
+    let streams: Bool
+    var request: UpstreamRequest
+    var route: Route
+    var requestID: String
+    var connection: (any UpstreamConnection)?
+    /// The credential generation each of the route's refreshers gave this try.
+    var credentials: [Int] = []
+    /// Its place in the pool's queue while it waits for a connection.
+    var waiter: UpstreamPool.WaiterID?
+    /// The current try's per-try timer, and a retry's backoff: cancelled
+    /// when the call ends (their tokens make a late one harmless anyway).
+    var perTryTimer: Scheduled<Void>?
+    var backoff: Scheduled<Void>?
+    /// The endpoint of the current try (picked, then connected).
+    var endpoint: Endpoint?
+    /// Counted among the upstream's calls waiting for a connection.
+    private var pendingOn: UpstreamState?
+
+    func enterPending(_ state: UpstreamState) {
+        leavePending()
+        state.pending.add(1, ordering: .relaxed)
+        pendingOn = state
+    }
+
+    func leavePending() {
+        pendingOn?.pending.subtract(1, ordering: .relaxed)
+        pendingOn = nil
+    }
+
+    init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String, streams: Bool) {
+        // Read before the head moves in (after, reading it would copy the head).
+        keepAlive = requestHead.keepsAlive
+        self.requestHead = requestHead
+        self.request = request
+        self.route = route
+        self.requestID = requestID
+        self.streams = streams
+    }
+}
