@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-otel/swift-w3c-trace-context.git", from: "1.0.0"),
+        // Proxy-Wasm filters run on WasmKit, a WebAssembly interpreter in Swift (fuel metering, memory limits).
+        .package(url: "https://github.com/swiftwasm/WasmKit.git", from: "0.4.2"),
     ],
     targets: [
         // libnghttp2 (Debian's libnghttp2-dev): both HTTP/2 legs, and the tests' independent frame client.
@@ -48,6 +50,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "W3CTraceContext", package: "swift-w3c-trace-context"),
+                .product(name: "WasmKit", package: "WasmKit"),
             ]
         ),
         .executableTarget(
@@ -88,6 +91,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                // The tests write their filters in the WebAssembly text format.
+                .product(name: "WAT", package: "WasmKit"),
             ],
             // The Python peers the tests run (ws_peer.py).
             exclude: ["Peers"]

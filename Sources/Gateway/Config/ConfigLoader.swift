@@ -77,7 +77,7 @@ public struct LoadedConfig: Sendable {
 
 extension ConfigReader {
     func readConfig(_ root: Node) -> GatewayConfig? {
-        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "routes", "logging", "tracing"]) else { return nil }
+        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "filters", "default_filters", "routes", "logging", "tracing"]) else { return nil }
         defer { fields.finish() }
         var config = GatewayConfig(listeners: [])
 
@@ -111,6 +111,10 @@ extension ConfigReader {
             if let n = logging.take("level"), let v = oneOf(n, "logging.level", LoggingConfig.Level.self) { config.logging.level = v }
         }
         if let node = fields.take("upstreams") { config.upstreams = readUpstreams(node, "upstreams") }
+        if let node = fields.take("filters") { config.filters = readFilters(node, "filters") }
+        if let node = fields.take("default_filters") {
+            config.defaultFilters = readFilterNames(node, "default_filters", declared: config.filters) ?? []
+        }
         if let node = fields.take("routes"), let items = sequence(node, "routes") {
             config.routes = items.enumerated().compactMap { readRoute($1, "routes[\($0)]", config: config) }
         }

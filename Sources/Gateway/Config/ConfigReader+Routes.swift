@@ -3,7 +3,7 @@ import Yams
 
 extension ConfigReader {
     func readRoute(_ node: Node, _ path: String, config: GatewayConfig) -> RouteConfig? {
-        guard let fields = mapping(node, path, known: ["name", "match", "upstream", "rewrite", "headers", "response_headers", "keep_host", "timeout", "retry", "validate", "rate_limit", "upgrade"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["name", "match", "upstream", "rewrite", "headers", "response_headers", "keep_host", "timeout", "retry", "validate", "rate_limit", "upgrade", "filters"]) else { return nil }
         defer { fields.finish() }
         let name = fields.take("name").flatMap { string($0, fields.path("name")) }
         if let name, !routeNames.insert(name).inserted {
@@ -37,6 +37,7 @@ extension ConfigReader {
         if let n = fields.take("keep_host"), let v = bool(n, fields.path("keep_host")) { route.keepHost = v }
         if let n = fields.take("timeout") { route.timeout = duration(n, fields.path("timeout")) }
         if let n = fields.take("rate_limit") { route.rateLimit = readRateLimit(n, fields.path("rate_limit")) }
+        if let n = fields.take("filters") { route.filters = readFilterNames(n, fields.path("filters"), declared: config.filters) }
         let upgradeNode = fields.take("upgrade")
         if let n = upgradeNode, let items = sequence(n, fields.path("upgrade")) {
             route.upgrade = items.enumerated().compactMap { index, item in

@@ -11,6 +11,10 @@ public struct GatewayConfig: Sendable {
     public var routes: [RouteConfig]
     public var logging: LoggingConfig
     public var tracing = TracingConfig()
+    /// `filters`: the Proxy-Wasm filters a route may name.
+    public var filters: [FilterConfig] = []
+    /// `default_filters`: what a route without `filters` runs.
+    public var defaultFilters: [String] = []
 
     public init(
         listeners: [ListenerConfig], admin: AdminConfig? = nil, limits: Limits = Limits(),
@@ -22,6 +26,11 @@ public struct GatewayConfig: Sendable {
         self.upstreams = upstreams
         self.routes = routes
         self.logging = logging
+    }
+
+    /// The filters `route` runs, in order: its own list, else the default one.
+    public func filters(of route: RouteConfig) -> [FilterConfig] {
+        (route.filters ?? defaultFilters).compactMap { name in filters.first { $0.name == name } }
     }
 
     public func upstream(named name: String) -> UpstreamConfig? {
@@ -217,6 +226,8 @@ public struct RouteConfig: Sendable {
     public var upgrade: [String] = []
     /// `rewrite.prefix`: replaces the `match.prefix` a path starts with, the rest kept (Envoy's `prefix_rewrite`).
     public var prefixRewrite: String?
+    /// `filters`: the Proxy-Wasm filters the route runs, in order (nil: `default_filters`).
+    public var filters: [String]?
 
     public init(
         name: String, match: RouteMatch = RouteMatch(), upstream: String, rewrite: Rule? = nil,

@@ -1,0 +1,65 @@
+import WasmKit
+
+/// A Proxy-Wasm filter the config names (`filters.NAME`): its module,
+/// loaded and checked once, and what each of its VMs is given.
+public struct FilterConfig: Sendable {
+    public var name: String
+    /// The module's file, as the config names it (resolved against the config's folder).
+    public var wasm: String
+    /// The plugin configuration the filter reads (`PLUGIN_CONFIGURATION`):
+    /// the config's string as it is, or its YAML as JSON.
+    public var configuration: [UInt8]
+    public var rootID: String
+    /// A failed filter lets its call through unfiltered instead of failing it with a 500.
+    public var failOpen: Bool
+    /// The budget of each callback, in WasmKit fuel (about one per WebAssembly instruction).
+    public var fuel: UInt64
+    /// The most linear memory a VM of the filter may grow to.
+    public var maxMemory: Int
+    /// The environment variables the filter sees (none unless the config names them).
+    public var environment: [(name: String, value: String)]
+    let module: FilterModule
+
+    public static let defaultFuel: UInt64 = 50_000_000
+    public static let defaultMaxMemory = 64 << 20
+}
+
+/// A module parsed, its ABI version known and what it exports listed.
+struct FilterModule: Sendable {
+    let module: Module
+    /// The ABI version marker it exports, e.g. `proxy_abi_version_0_2_1`.
+    let abiVersion: String
+    let exports: Set<String>
+
+    /// Why a module cannot be a filter.
+    enum Problem: Error, CustomStringConvertible {
+        case notWebAssembly(String)
+        case noABIVersion
+        case unknownImports([String])
+
+        var description: String {
+            switch self {
+            case .notWebAssembly(let reason): "is not a WebAssembly module (\(reason))"
+            case .noABIVersion:
+                "exports no Proxy-Wasm ABI version (one of \(ProxyWasm.abiVersions.joined(separator: ", "))): is it a Proxy-Wasm filter?"
+            case .unknownImports(let names): "imports what gatewayd does not provide: \(names.joined(separator: ", "))"
+            }
+        }
+    }
+
+    init(bytes: [UInt8]) throws(Problem) {
+        do {
+            module = try parseWasm(bytes: bytes)
+        } catch {
+            throw .notWebAssembly("\(error)".split(separator: "\n").first.map(String.init) ?? "unreadable")
+        }
+        exports = Set(module.exports.map(\.name))
+        guard let version = ProxyWasm.abiVersions.first(where: exports.contains) else { throw .noABIVersion }
+        abiVersion = version
+        let unknown = module.imports.compactMap { item -> String? in
+            if case .function = item.descriptor, FilterVM.hostFunction(module: item.module, name: item.name) != nil { return nil }
+            return "\(item.module).\(item.name)"
+        }
+        guard unknown.isEmpty else { throw .unknownImports(unknown) }
+    }
+}

@@ -1,0 +1,53 @@
+/// `proxy_get_property`: Envoy's attribute names, for what gatewayd knows
+/// of a call. Strings are their bytes, numbers 64-bit little-endian, maps
+/// serialized as the ABI's maps.
+extension FilterVM {
+    /// A path's segments joined by dots (the guest sends them NUL-separated).
+    static func propertyKey(_ path: [UInt8]) -> String {
+        path.split(separator: 0, omittingEmptySubsequences: true).map { String(decoding: $0, as: UTF8.self) }.joined(separator: ".")
+    }
+
+    func property(_ path: [UInt8]) -> [UInt8]? {
+        let key = Self.propertyKey(path)
+        switch key {
+        case "plugin_name": return Array(filter.name.utf8)
+        case "plugin_root_id": return Array(filter.rootID.utf8)
+        default: break
+        }
+        guard let exchange = exchange ?? exchanges.values.first else { return nil }
+        if let set = exchange.setProperties[key] { return set }
+        let info = exchange.info
+        func text(_ value: String?) -> [UInt8]? { value.map { Array($0.utf8) } }
+        func number(_ value: Int?) -> [UInt8]? {
+            value.map { value in
+                var bytes: [UInt8] = []
+                ProxyWasm.append(UInt64(bitPattern: Int64(value)), to: &bytes)
+                return bytes
+            }
+        }
+        let request = exchange.requestHeaders
+        switch key {
+        case "request.path": return text(FilterExchange.value(":path", in: request))
+        case "request.url_path":
+            return text(FilterExchange.value(":path", in: request).map { String($0.prefix { $0 != "?" }) })
+        case "request.host": return text(FilterExchange.value(":authority", in: request))
+        case "request.scheme": return text(FilterExchange.value(":scheme", in: request))
+        case "request.method": return text(FilterExchange.value(":method", in: request))
+        case "request.headers": return ProxyWasm.serialize(request.filter { !$0.name.hasPrefix(":") })
+        case "request.id": return text(info.requestID)
+        case "request.protocol": return text(info.proto)
+        case "request.time": return number(Int(info.startNanos))
+        case "source.address": return text(info.clientAddress)
+        case "destination.address": return text(info.localAuthority)
+        case "destination.port": return number(info.localAuthority.split(separator: ":").last.flatMap { Int($0) })
+        case "connection.tls_version": return text(info.tlsVersion)
+        case "route_name": return text(info.route)
+        case "upstream.address": return text(info.upstreamAddress)
+        case "response.code":
+            return number(FilterExchange.value(":status", in: exchange.responseHeaders).flatMap { Int($0) } ?? info.responseCode)
+        case "response.headers":
+            return exchange.responseHeaders.isEmpty ? nil : ProxyWasm.serialize(exchange.responseHeaders.filter { !$0.name.hasPrefix(":") })
+        default: return nil
+        }
+    }
+}

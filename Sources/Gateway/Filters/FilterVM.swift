@@ -1,0 +1,239 @@
+@_spi(Fuzzing) import WasmKit
+
+/// One filter's module instantiated: its own store and linear memory, its
+/// root context configured, and the HTTP contexts of the calls it serves.
+/// One per filter per event loop (as Envoy has one per worker): used only
+/// on its loop, with no lock. Every callback runs on a fresh fuel budget
+/// under the memory cap; a trap, an exhausted budget or the cap reached
+/// breaks the VM, which is dropped and built anew for the next call.
+final class FilterVM {
+    let filter: FilterConfig
+    let services: FilterServices
+    private let store: Store
+    private var instance: Instance?
+    private(set) var memory: GuestMemory?
+    private var allocator: Function?
+    private var callbacks: [String: Function] = [:]
+    /// The root (plugin) context's id; HTTP contexts count up from it.
+    let rootContext: UInt32 = 1
+    private var lastContext: UInt32 = 1
+    /// The context the guest acts for (`proxy_set_effective_context`).
+    var effectiveContext: UInt32 = 1
+    /// Each live HTTP context's call.
+    var exchanges: [UInt32: FilterExchange] = [:]
+    /// What the callback running now may read: `PLUGIN_CONFIGURATION` while configuring, an HTTP call's answer while it is delivered.
+    var callbackBuffers: [ProxyWasm.BufferType: [UInt8]] = [:]
+    var httpCallResponse: (headers: [(name: String, value: String)], trailers: [(name: String, value: String)])?
+    /// Set when a callback failed: the VM is not used again.
+    private(set) var broken: String?
+    var tickPeriod: Duration?
+    /// HTTP calls in flight: the context each was made for, by call id.
+    var httpCalls: [UInt32: UInt32] = [:]
+    var lastHTTPCall: UInt32 = 0
+    /// The status of the last HTTP call answered (`proxy_get_status`).
+    var lastCallStatus: UInt32?
+
+    private init(filter: FilterConfig, services: FilterServices) {
+        self.filter = filter
+        self.services = services
+        var configuration = EngineConfiguration(fuelMetering: true)
+        configuration.stackSize = 1 << 18
+        store = Store(engine: Engine(configuration: configuration))
+        store.resourceLimiter = MemoryCap(bytes: filter.maxMemory)
+    }
+
+    /// The module instantiated and started, its root context configured
+    /// (`proxy_on_vm_start`, then `proxy_on_configure` with the plugin
+    /// configuration): both must say true.
+    static func start(_ filter: FilterConfig, services: FilterServices) throws(FilterFailure) -> FilterVM {
+        let vm = FilterVM(filter: filter, services: services)
+        try vm.instantiate()
+        return vm
+    }
+
+    private func instantiate() throws(FilterFailure) {
+        var imports = Imports()
+        for item in filter.module.module.imports {
+            guard case .function(let index) = item.descriptor, let type = filter.module.module.functionType(at: index) else {
+                throw FilterFailure(filter.name, "imports \(item.module).\(item.name), which is not a function gatewayd provides")
+            }
+            guard let host = Self.hostFunction(module: item.module, name: item.name) else {
+                throw FilterFailure(filter.name, "imports \(item.module).\(item.name), which gatewayd does not provide")
+            }
+            imports.define(module: item.module, name: item.name, Function(store: store, type: type) { [unowned self] caller, arguments in
+                let status = try host(self, Arguments(arguments))
+                return type.results.isEmpty ? [] : [type.results[0] == .i64 ? .i64(UInt64(UInt32(bitPattern: status))) : .i32(UInt32(bitPattern: status))]
+            })
+        }
+        let instance: Instance
+        do {
+            instance = try filter.module.module.instantiate(store: store, imports: imports)
+        } catch {
+            throw FilterFailure(filter.name, "cannot be instantiated: \(FilterFailure.describe(error))")
+        }
+        self.instance = instance
+        guard let memory = instance.exports[memory: "memory"] else { throw FilterFailure(filter.name, "exports no memory") }
+        self.memory = GuestMemory(memory: memory)
+        allocator = instance.exports[function: "proxy_on_memory_allocate"] ?? instance.exports[function: "malloc"]
+        for case (let name, .function(let function)) in instance.exports where name.hasPrefix("proxy_on_") || name.hasPrefix("_") || name == "main" {
+            callbacks[name] = function
+        }
+        // A reactor (`_initialize`, then `main` if any) or a command (`_start`).
+        if callbacks["_initialize"] != nil {
+            try call("_initialize", [])
+            if let main = callbacks["main"], main.type.parameters.count == 2 { try call("main", [0, 0]) }
+        } else if callbacks["_start"] != nil {
+            try call("_start", [])
+        }
+        try call("proxy_on_context_create", [rootContext, 0])
+        callbackBuffers[.vmConfiguration] = []
+        if try call("proxy_on_vm_start", [rootContext, 0]) == 0 { throw FilterFailure(filter.name, "proxy_on_vm_start returned false") }
+        callbackBuffers = [.pluginConfiguration: filter.configuration]
+        defer { callbackBuffers = [:] }
+        if try call("proxy_on_configure", [rootContext, UInt32(clamping: filter.configuration.count)]) == 0 {
+            throw FilterFailure(filter.name, "proxy_on_configure returned false")
+        }
+    }
+
+    /// Whether the module exports a callback.
+    func exports(_ name: String) -> Bool { callbacks[name] != nil }
+
+    /// Runs callback `name` (nil: not exported) with a fresh fuel budget.
+    /// Older ABIs take fewer arguments: only as many as the export declares are passed.
+    @discardableResult
+    func call(_ name: String, _ arguments: [UInt32]) throws(FilterFailure) -> UInt32? {
+        if let broken { throw FilterFailure(filter.name, broken) }
+        guard let function = callbacks[name] else { return nil }
+        let parameters = function.type.parameters
+        let values: [Value] = parameters.indices.map { index in
+            let argument = index < arguments.count ? arguments[index] : 0
+            return parameters[index] == .i64 ? .i64(UInt64(argument)) : .i32(argument)
+        }
+        store.fuel = Fuel(remaining: filter.fuel)
+        do {
+            let results = try function.invoke(values)
+            if case .i32(let value)? = results.first { return value }
+            return results.isEmpty ? nil : 0
+        } catch {
+            let reason = FilterFailure.describe(error)
+            broken = reason
+            throw FilterFailure(filter.name, reason)
+        }
+    }
+
+    /// `size` bytes of the guest's memory from its allocator (0 when it failed).
+    func allocate(_ size: Int) throws -> UInt32 {
+        guard let allocator, let size = UInt32(exactly: size) else { return 0 }
+        guard case .i32(let address)? = try allocator.invoke([.i32(size)]).first else { return 0 }
+        return address
+    }
+
+    /// Hands `bytes` to the guest: copied into memory from its allocator, the
+    /// address and size written where it asked. Fails with the ABI's status.
+    func hand(_ bytes: [UInt8], addressAt: UInt32, sizeAt: UInt32) throws -> ProxyWasm.Status {
+        guard let memory else { return .internalFailure }
+        // An empty value still gets a valid (never read) address.
+        let address = try allocate(max(bytes.count, 1))
+        guard address != 0 else { return .internalFailure }
+        guard memory.write(bytes, at: address), memory.write(address, at: addressAt), memory.write(UInt32(bytes.count), at: sizeAt) else {
+            return .invalidMemoryAccess
+        }
+        return .ok
+    }
+
+    /// A new HTTP context for a call (`proxy_on_context_create`).
+    func open(_ exchange: FilterExchange) throws(FilterFailure) -> UInt32 {
+        lastContext &+= 1
+        if lastContext <= rootContext { lastContext = rootContext + 1 }
+        exchanges[lastContext] = exchange
+        try call("proxy_on_context_create", [lastContext, rootContext])
+        return lastContext
+    }
+
+    /// The call is over: `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`.
+    func close(_ context: UInt32) {
+        guard exchanges[context] != nil, broken == nil else {
+            exchanges[context] = nil
+            return
+        }
+        effectiveContext = context
+        _ = try? call("proxy_on_done", [context])
+        _ = try? call("proxy_on_log", [context])
+        _ = try? call("proxy_on_delete", [context])
+        exchanges[context] = nil
+    }
+
+    /// The call the guest acts for now.
+    var exchange: FilterExchange? { exchanges[effectiveContext] }
+}
+
+/// Why a filter failed: its name and the reason, for the access line and the log.
+struct FilterFailure: Error, CustomStringConvertible {
+    let filter: String
+    let reason: String
+
+    init(_ filter: String, _ reason: String) {
+        self.filter = filter
+        self.reason = reason
+    }
+
+    var description: String { "filter \(filter): \(reason)" }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let cap as MemoryCap.Reached: return "max_memory reached (\(cap.bytes) bytes asked)"
+        case let exit as FilterExit: return "proc_exit(\(exit.code))"
+        default:
+            let text = "\(error)".split(separator: "\n").first.map(String.init) ?? "\(error)"
+            return text.contains("out of fuel") || text.contains("fuel") ? "fuel exhausted" : text
+        }
+    }
+}
+
+/// A guest called WASI's `proc_exit`: its VM is done.
+struct FilterExit: Error {
+    let code: UInt32
+}
+
+/// The filter's `max_memory`: growing its memory past it traps.
+final class MemoryCap: ResourceLimiter {
+    struct Reached: Error {
+        let bytes: Int
+    }
+
+    let bytes: Int
+
+    init(bytes: Int) { self.bytes = bytes }
+
+    func limitMemoryGrowth(to desired: Int) throws -> Bool {
+        guard desired <= bytes else { throw Reached(bytes: desired) }
+        return true
+    }
+
+    func limitTableGrowth(to desired: Int) throws -> Bool { desired <= 1_000_000 }
+}
+
+/// A host function's arguments as unsigned 32-bit values (an i64 is read in full where one is expected).
+struct Arguments {
+    let values: [Value]
+
+    init(_ values: [Value]) { self.values = values }
+
+    subscript(_ index: Int) -> UInt32 {
+        guard index < values.count else { return 0 }
+        switch values[index] {
+        case .i32(let value): return value
+        case .i64(let value): return UInt32(truncatingIfNeeded: value)
+        default: return 0
+        }
+    }
+
+    func wide(_ index: Int) -> UInt64 {
+        guard index < values.count else { return 0 }
+        switch values[index] {
+        case .i32(let value): return UInt64(value)
+        case .i64(let value): return value
+        default: return 0
+        }
+    }
+}

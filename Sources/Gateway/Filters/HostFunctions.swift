@@ -1,0 +1,302 @@
+import Glibc
+import Logging
+
+/// The functions gatewayd provides to a filter, by import name: the
+/// Proxy-Wasm ABI (v0.2.1, v0.2.0 and v0.1.0's extra names) and the WASI
+/// preview1 calls the SDKs' runtimes make. Each returns the ABI status
+/// (WASI: its errno); one a module imports that is not here fails `check`.
+extension FilterVM {
+    typealias HostFunction = @Sendable (FilterVM, Arguments) throws -> Int32
+
+    static func hostFunction(module: String, name: String) -> HostFunction? {
+        switch module {
+        case "env": proxyFunctions[name]
+        case "wasi_snapshot_preview1", "wasi_unstable": wasiFunctions[name]
+        default: nil
+        }
+    }
+
+    private static func status(_ status: ProxyWasm.Status) -> Int32 { status.rawValue }
+
+    static let proxyFunctions: [String: HostFunction] = [
+        // Logging
+        "proxy_log": { vm, a in
+            guard let message = vm.memory?.readString(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
+            vm.log(level: a[0], message)
+            return status(.ok)
+        },
+        "proxy_get_log_level": { vm, a in
+            vm.memory?.write(vm.logLevel, at: a[0]) == true ? status(.ok) : status(.invalidMemoryAccess)
+        },
+        // Clocks, timers
+        "proxy_get_current_time_nanoseconds": { vm, a in
+            vm.memory?.write(FilterVM.wallClockNanos(), at: a[0]) == true ? status(.ok) : status(.invalidMemoryAccess)
+        },
+        "proxy_set_tick_period_milliseconds": { vm, a in
+            vm.setTick(period: a[0])
+            return status(.ok)
+        },
+        // Context lifecycle
+        "proxy_set_effective_context": { vm, a in
+            guard a[0] == vm.rootContext || vm.exchanges[a[0]] != nil else { return status(.badArgument) }
+            vm.effectiveContext = a[0]
+            return status(.ok)
+        },
+        "proxy_done": { _, _ in status(.notFound) },
+        // Buffers
+        "proxy_get_buffer_bytes": { vm, a in
+            guard let type = ProxyWasm.BufferType(rawValue: a[0]) else { return status(.badArgument) }
+            guard let buffer = vm.buffer(type) else { return status(.notFound) }
+            let start = Int(a[1]), size = Int(a[2])
+            guard start <= buffer.count else { return status(.badArgument) }
+            let end = min(buffer.count, start + size)
+            return try vm.hand(Array(buffer[start..<end]), addressAt: a[3], sizeAt: a[4]).rawValue
+        },
+        "proxy_get_buffer_status": { vm, a in
+            guard let type = ProxyWasm.BufferType(rawValue: a[0]) else { return status(.badArgument) }
+            guard let buffer = vm.buffer(type) else { return status(.notFound) }
+            guard vm.memory?.write(UInt32(buffer.count), at: a[1]) == true, vm.memory?.write(UInt32(0), at: a[2]) == true else {
+                return status(.invalidMemoryAccess)
+            }
+            return status(.ok)
+        },
+        "proxy_set_buffer_bytes": { vm, a in
+            guard let type = ProxyWasm.BufferType(rawValue: a[0]) else { return status(.badArgument) }
+            guard let value = vm.memory?.read(a[3], count: a[4]) else { return status(.invalidMemoryAccess) }
+            return vm.setBuffer(type, start: Int(a[1]), size: Int(a[2]), value).rawValue
+        },
+        // HTTP fields
+        "proxy_get_header_map_size": { vm, a in
+            guard let fields = vm.fields(a[0]) else { return status(.badArgument) }
+            return vm.memory?.write(UInt32(ProxyWasm.serialize(fields).count), at: a[1]) == true ? status(.ok) : status(.invalidMemoryAccess)
+        },
+        "proxy_get_header_map_pairs": { vm, a in
+            guard let fields = vm.fields(a[0]) else { return status(.badArgument) }
+            return try vm.hand(ProxyWasm.serialize(fields), addressAt: a[1], sizeAt: a[2]).rawValue
+        },
+        "proxy_set_header_map_pairs": { vm, a in
+            guard let bytes = vm.memory?.read(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
+            guard let pairs = ProxyWasm.deserialize(bytes) else { return status(.parseFailure) }
+            return vm.editFields(a[0]) { $0 = pairs }.rawValue
+        },
+        "proxy_get_header_map_value": { vm, a in
+            guard let fields = vm.fields(a[0]) else { return status(.badArgument) }
+            guard let key = vm.memory?.readString(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
+            guard let value = FilterExchange.value(key, in: fields) else { return status(.notFound) }
+            return try vm.hand(Array(value.utf8), addressAt: a[3], sizeAt: a[4]).rawValue
+        },
+        "proxy_add_header_map_value": { vm, a in
+            guard let key = vm.memory?.readString(a[1], count: a[2]), let value = vm.memory?.readString(a[3], count: a[4]) else {
+                return status(.invalidMemoryAccess)
+            }
+            return vm.editFields(a[0]) { $0.append((key.lowercased(), value)) }.rawValue
+        },
+        "proxy_replace_header_map_value": { vm, a in
+            guard let key = vm.memory?.readString(a[1], count: a[2]), let value = vm.memory?.readString(a[3], count: a[4]) else {
+                return status(.invalidMemoryAccess)
+            }
+            return vm.editFields(a[0]) { fields in
+                let name = key.lowercased()
+                if let index = fields.firstIndex(where: { $0.name.lowercased() == name }) {
+                    fields[index].value = value
+                    fields.removeAll { $0.name.lowercased() == name && $0.value != value }
+                    if !fields.contains(where: { $0.name.lowercased() == name }) { fields.append((name, value)) }
+                } else {
+                    fields.append((name, value))
+                }
+            }.rawValue
+        },
+        "proxy_remove_header_map_value": { vm, a in
+            guard let key = vm.memory?.readString(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
+            return vm.editFields(a[0]) { fields in fields.removeAll { $0.name.lowercased() == key.lowercased() } }.rawValue
+        },
+        // Streams
+        "proxy_continue_stream": { vm, a in
+            guard let type = ProxyWasm.StreamType(rawValue: a[0]), type == .request || type == .response else {
+                return status(.unimplemented)
+            }
+            guard let exchange = vm.exchange else { return status(.notFound) }
+            exchange.resume?(.continue(type))
+            return status(.ok)
+        },
+        "proxy_continue_request": { vm, _ in
+            vm.exchange?.resume?(.continue(.request))
+            return status(.ok)
+        },
+        "proxy_continue_response": { vm, _ in
+            vm.exchange?.resume?(.continue(.response))
+            return status(.ok)
+        },
+        "proxy_close_stream": { vm, a in
+            guard let exchange = vm.exchange else { return status(.notFound) }
+            exchange.resume?(.close)
+            return status(.ok)
+        },
+        "proxy_send_local_response": { vm, a in
+            guard let memory = vm.memory, let details = memory.readString(a[1], count: a[2]), let body = memory.read(a[3], count: a[4]),
+                let headerBytes = memory.read(a[5], count: a[6])
+            else { return status(.invalidMemoryAccess) }
+            guard let headers = ProxyWasm.deserialize(headerBytes) else { return status(.parseFailure) }
+            guard (200...599).contains(a[0]) else { return status(.badArgument) }
+            guard let exchange = vm.exchange else { return status(.notFound) }
+            exchange.localResponse = .init(status: Int(a[0]), details: details, body: body, headers: headers, filter: vm.filter.name)
+            return status(.ok)
+        },
+        "proxy_get_status": { vm, a in
+            guard let code = vm.lastCallStatus else { return status(.notFound) }
+            guard vm.memory?.write(code, at: a[0]) == true else { return status(.invalidMemoryAccess) }
+            return try vm.hand([], addressAt: a[1], sizeAt: a[2]).rawValue
+        },
+        // HTTP calls
+        "proxy_http_call": { vm, a in
+            guard let memory = vm.memory, let upstream = memory.readString(a[0], count: a[1]), let headerBytes = memory.read(a[2], count: a[3]),
+                let body = memory.read(a[4], count: a[5])
+            else { return status(.invalidMemoryAccess) }
+            guard let headers = ProxyWasm.deserialize(headerBytes) else { return status(.parseFailure) }
+            return vm.httpCall(FilterHTTPCall(upstream: upstream, headers: headers, body: body, timeout: .milliseconds(Int64(a[8]))),
+                               idAt: a[9]).rawValue
+        },
+        // Shared data and queues
+        "proxy_get_shared_data": { vm, a in
+            guard let key = vm.memory?.readString(a[0], count: a[1]) else { return status(.invalidMemoryAccess) }
+            guard let (value, cas) = vm.services.shared.get(key) else { return status(.notFound) }
+            guard vm.memory?.write(cas, at: a[4]) == true else { return status(.invalidMemoryAccess) }
+            return try vm.hand(value, addressAt: a[2], sizeAt: a[3]).rawValue
+        },
+        "proxy_set_shared_data": { vm, a in
+            guard let key = vm.memory?.readString(a[0], count: a[1]), let value = vm.memory?.read(a[2], count: a[3]) else {
+                return status(.invalidMemoryAccess)
+            }
+            return vm.services.shared.set(key, value, cas: a[4]).rawValue
+        },
+        "proxy_register_shared_queue": { vm, a in
+            guard let name = vm.memory?.readString(a[0], count: a[1]) else { return status(.invalidMemoryAccess) }
+            let id = vm.services.shared.registerQueue(vm.filter.name + "\u{0}" + name)
+            return vm.memory?.write(id, at: a[2]) == true ? status(.ok) : status(.invalidMemoryAccess)
+        },
+        "proxy_resolve_shared_queue": { vm, a in
+            guard let vmID = vm.memory?.readString(a[0], count: a[1]), let name = vm.memory?.readString(a[2], count: a[3]) else {
+                return status(.invalidMemoryAccess)
+            }
+            // A queue is named by the filter (its VM id) that registered it; an empty id is the caller's own.
+            guard let id = vm.services.shared.resolveQueue((vmID.isEmpty ? vm.filter.name : vmID) + "\u{0}" + name) else {
+                return status(.notFound)
+            }
+            return vm.memory?.write(id, at: a[4]) == true ? status(.ok) : status(.invalidMemoryAccess)
+        },
+        "proxy_enqueue_shared_queue": { vm, a in
+            guard let value = vm.memory?.read(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
+            return vm.services.shared.enqueue(a[0], value).rawValue
+        },
+        "proxy_dequeue_shared_queue": { vm, a in
+            let (value, result) = vm.services.shared.dequeue(a[0])
+            guard let value else { return result.rawValue }
+            return try vm.hand(value, addressAt: a[1], sizeAt: a[2]).rawValue
+        },
+        // Metrics
+        "proxy_define_metric": { vm, a in
+            guard let type = ProxyWasm.MetricType(rawValue: a[0]) else { return status(.badArgument) }
+            guard let name = vm.memory?.readString(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
+            let id = vm.services.shared.defineMetric(type, name: name, filter: vm.filter.name)
+            return vm.memory?.write(id, at: a[3]) == true ? status(.ok) : status(.invalidMemoryAccess)
+        },
+        "proxy_increment_metric": { vm, a in vm.services.shared.recordMetric(a[0], delta: Int64(bitPattern: a.wide(1))).rawValue },
+        "proxy_record_metric": { vm, a in vm.services.shared.recordMetric(a[0], value: Int64(bitPattern: a.wide(1))).rawValue },
+        "proxy_get_metric": { vm, a in
+            guard let value = vm.services.shared.metricValue(a[0]) else { return status(.notFound) }
+            return vm.memory?.write(UInt64(bitPattern: value), at: a[1]) == true ? status(.ok) : status(.invalidMemoryAccess)
+        },
+        // Properties
+        "proxy_get_property": { vm, a in
+            guard let path = vm.memory?.read(a[0], count: a[1]) else { return status(.invalidMemoryAccess) }
+            guard let value = vm.property(path) else { return status(.notFound) }
+            return try vm.hand(value, addressAt: a[2], sizeAt: a[3]).rawValue
+        },
+        "proxy_set_property": { vm, a in
+            guard let path = vm.memory?.read(a[0], count: a[1]), let value = vm.memory?.read(a[2], count: a[3]) else {
+                return status(.invalidMemoryAccess)
+            }
+            guard let exchange = vm.exchange else { return status(.notFound) }
+            exchange.setProperties[FilterVM.propertyKey(path)] = value
+            return status(.ok)
+        },
+        // v0.1.0: the configuration of the callback running (VM or plugin).
+        "proxy_get_configuration": { vm, a in
+            let configuration = vm.callbackBuffers[.pluginConfiguration] ?? vm.callbackBuffers[.vmConfiguration] ?? []
+            return try vm.hand(configuration, addressAt: a[0], sizeAt: a[1]).rawValue
+        },
+        // gRPC and foreign functions: refused with the spec's status.
+        "proxy_grpc_call": { _, _ in status(.unimplemented) },
+        "proxy_grpc_stream": { _, _ in status(.unimplemented) },
+        "proxy_grpc_send": { _, _ in status(.unimplemented) },
+        "proxy_grpc_cancel": { _, _ in status(.notFound) },
+        "proxy_grpc_close": { _, _ in status(.notFound) },
+        "proxy_call_foreign_function": { _, _ in status(.notFound) },
+    ]
+}
+
+extension FilterVM {
+    /// The guest's log level: what the operational log lets through.
+    var logLevel: UInt32 {
+        switch services.logger.logLevel {
+        case .trace: 0
+        case .debug: 1
+        case .info, .notice: 2
+        case .warning: 3
+        case .error: 4
+        case .critical: 5
+        }
+    }
+
+    func log(level: UInt32, _ message: String) {
+        let levels: [Logger.Level] = [.trace, .debug, .info, .warning, .error, .critical]
+        let level = levels[Int(min(level, 5))]
+        services.logger.log(level: level, "\(message)", metadata: ["filter": .string(filter.name)])
+    }
+
+    static func wallClockNanos() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
+
+    func buffer(_ type: ProxyWasm.BufferType) -> [UInt8]? {
+        if let buffer = callbackBuffers[type] { return buffer }
+        switch type {
+        case .requestBody: return exchange?.requestBody
+        case .responseBody: return exchange?.responseBody
+        case .pluginConfiguration: return filter.configuration
+        case .vmConfiguration: return []
+        default: return nil
+        }
+    }
+
+    /// Replaces `size` bytes from `start` of a body with `value` (Envoy's reading: start 0 and a size of at least the body's replaces it).
+    func setBuffer(_ type: ProxyWasm.BufferType, start: Int, size: Int, _ value: [UInt8]) -> ProxyWasm.Status {
+        guard let exchange else { return .notFound }
+        func edit(_ body: inout [UInt8]) -> ProxyWasm.Status {
+            guard start <= body.count else { return .badArgument }
+            let end = min(body.count, start + size)
+            body.replaceSubrange(start..<end, with: value)
+            return .ok
+        }
+        switch type {
+        case .requestBody: return edit(&exchange.requestBody)
+        case .responseBody: return edit(&exchange.responseBody)
+        default: return .badArgument
+        }
+    }
+
+    func fields(_ map: UInt32) -> FilterExchange.Fields? {
+        guard let type = ProxyWasm.MapType(rawValue: map) else { return nil }
+        if type == .httpCallResponseHeaders { return httpCallResponse?.headers }
+        if type == .httpCallResponseTrailers { return httpCallResponse?.trailers }
+        return exchange?.fields(type)
+    }
+
+    func editFields(_ map: UInt32, _ edit: (inout FilterExchange.Fields) -> Void) -> ProxyWasm.Status {
+        guard let type = ProxyWasm.MapType(rawValue: map), let exchange, var fields = exchange.fields(type) else { return .badArgument }
+        edit(&fields)
+        return exchange.setFields(type, fields) ? .ok : .badArgument
+    }
+}
