@@ -25,6 +25,8 @@ final class Call {
     var backoff: Scheduled<Void>?
     /// The endpoint of the current try (picked, then connected).
     var endpoint: Endpoint?
+    /// The route's filters at work on this call (their contexts live until it ends).
+    var filters: FilterRun?
     /// Counted among the upstream's calls waiting for a connection.
     private var pendingOn: UpstreamState?
 

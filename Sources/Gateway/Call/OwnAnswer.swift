@@ -4,7 +4,7 @@ import Rewriter
 /// An answer the gateway writes itself (a problem, the built-in echo's),
 /// made without I/O: its head, its body, and whether the connection stays.
 struct OwnAnswer {
-    let head: ResponseHead
+    var head: ResponseHead
     let body: [UInt8]
     let keepAlive: Bool
     /// A HEAD request's answer has no body.

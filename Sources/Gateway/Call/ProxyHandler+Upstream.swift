@@ -8,7 +8,7 @@ extension ProxyHandler {
     /// body, and from now on the rest as it arrives (too large to hold, or
     /// the validators accepted it).
     func releaseHeldResponse(_ head: ResponseHead, body: [UInt8]) {
-        writeHead(head)
+        guard writeHead(head) else { return }
         if !body.isEmpty {
             log.bytes += body.count
             client.write(.body(client.allocator.buffer(bytes: body)))
@@ -33,9 +33,7 @@ extension ProxyHandler {
         guard let call else { return }
         // The upstream's config is read in place: a copy would retain all of it.
         let route = call.route
-        guard let state = shared.routeUpstreams[route.index] else {
-            return upstreamFailed(.unsupported("echo is answered in process"), progress: .unsent)
-        }
+        guard let state = shared.routeUpstreams[route.index] else { return answerEcho(call) }
         if let limit = route.upstream.maxRequests, state.inFlight.load(ordering: .relaxed) >= limit {
             return overloaded(call, limit: "max_requests (\(limit) in flight)")
         }
@@ -169,15 +167,38 @@ extension ProxyHandler {
     }
 
     /// The response's head goes to the client, edited in place: handed over,
-    /// not shared, it is not copied.
-    func writeHead(_ upstreamHead: consuming ResponseHead) {
-        guard let call else { return }
+    /// not shared, it is not copied. Returns false when a filter answered
+    /// instead (the upstream's answer is dropped with its connection).
+    @discardableResult
+    func writeHead(_ upstreamHead: consuming ResponseHead) -> Bool {
+        guard let call else { return false }
         // Moved, not copied: a second reference would make its first edit copy every field.
         var head = consume upstreamHead
         head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || exchange.quiescing)
+        if call.filters != nil, let answer = filterResponse(&head, call) {
+            call.connection?.abandon()
+            endCall()
+            endStreaming()
+            write(answer)
+            return false
+        }
         machine.responseHeadForwarded()
         call.perTryTimer?.cancel()
         client.write(.head(head))
+        return true
+    }
+
+    /// The built-in echo answers a call that went through the route's
+    /// filters: the request as they left it, one try.
+    private func answerEcho(_ call: Call) {
+        call.route.metrics.tries?.increment()
+        log.tries = 1
+        log.upstreamStatus = 200
+        var answer = OwnAnswer(echoing: call.request, requestID: call.requestID, rules: call.route.config.responseHeaders,
+                               to: call.requestHead, close: exchange.quiescing)
+        let replaced = call.filters == nil ? nil : filterResponse(&answer.head, call)
+        endCall()
+        write(replaced ?? answer)
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {

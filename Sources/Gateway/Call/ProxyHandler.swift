@@ -197,10 +197,13 @@ final class ProxyHandler: UpstreamResponseDelegate {
         return client
     }
 
-    /// The embedder's hooks run as a task (an async hop, taken only when
-    /// there are hooks); their result comes back on this event loop.
+    /// The route's filters run first, on this event loop; then the
+    /// embedder's hooks as a task (an async hop, taken only when there are
+    /// hooks), whose result comes back on this event loop.
     func runModifiers(_ token: CallMachine.Token) {
         guard let call else { return }
+        if !call.route.filters.isEmpty, call.filters == nil { return runFilters(token, call) }
+        guard !shared.modifiers.isEmpty else { return run(machine.modifiersFinished(token)) }
         let modifiers = shared.modifiers
         let request = call.request
         let hookContext = ModifierContext(route: call.route.config.name, upstream: call.route.upstream.name,
@@ -262,7 +265,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         self.call = call
         exchange.callStarted()
         let action = machine.start(now: loopNow, timeout: call.route.config.timeout ?? Self.defaultTimeout,
-                                   runsModifiers: !shared.modifiers.isEmpty, perTryTimeout: call.route.config.retry?.perTryTimeout,
+                                   runsModifiers: !shared.modifiers.isEmpty || !call.route.filters.isEmpty, perTryTimeout: call.route.config.retry?.perTryTimeout,
                                    retry: retry, streams: call.streams)
         if let deadline = machine.deadline { wake(at: deadline) }
         run(action)
@@ -277,6 +280,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         machine.end()
         call.perTryTimer?.cancel()
         call.backoff?.cancel()
+        call.filters?.end()
         if let waiter = call.waiter, let endpoint = call.endpoint { pool.cancel(waiter, endpoint: endpoint) }
         call.leavePending()
         return call
@@ -301,7 +305,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         } catch {
             return respond(error, to: head, requestID: client.requestID)
         }
-        if route.isEcho {
+        if route.isEcho, route.filters.isEmpty {
             // The built-in upstream answers in process: still one try of it.
             route.metrics.tries?.increment()
             log.tries = 1

@@ -22,11 +22,14 @@ extension UpstreamRequest {
     /// outbound header validation is off (everything else the gateway sends
     /// is checked where it is made), so a CR or LF here would split it.
     func checkWireSafe(route: String) throws(Problem) {
+        if let what = invalidPart { throw Problem.modifierFailed("a request modifier produced an invalid \(what)", route: route) }
+    }
+
+    /// What of the request could not be written as HTTP (nil: all of it can).
+    var invalidPart: String? {
         let targetSafe = target.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
         let bad = headers.first { !HeaderList.isValidName($0.name) || !HeaderList.isValidValue($0.value) }
-        guard HeaderList.isValidName(method), targetSafe, bad == nil else {
-            let what = bad.map { "header \($0.name)" } ?? (targetSafe ? "method" : "target")
-            throw Problem.modifierFailed("a request modifier produced an invalid \(what)", route: route)
-        }
+        guard HeaderList.isValidName(method), targetSafe, bad == nil else { return bad.map { "header \($0.name)" } ?? (targetSafe ? "method" : "target") }
+        return nil
     }
 }

@@ -15,14 +15,27 @@ final class FilterExchange {
     let info: FilterCallInfo
     /// Properties the filters set (`proxy_set_property`), by path.
     var setProperties: [String: [UInt8]] = [:]
-    /// The chain waits for a paused filter: told when it continues or closes the stream.
+    /// What a filter asked of the stream in its last callback (continue,
+    /// close, or an answer): read once the callback returned.
+    var pending: Resumption?
+    /// The chain waits for a paused filter: told, after a callback that did
+    /// not come from the chain (an HTTP call's answer, a tick), what it asked.
     var resume: ((Resumption) -> Void)?
 
     enum Resumption {
         case `continue`(ProxyWasm.StreamType)
         case close
+        /// A filter answered in the upstream's stead.
+        case answered
         /// A callback that should have continued it failed.
         case failed(FilterFailure)
+    }
+
+    /// A callback the chain did not start returned: what the filter asked goes to the chain.
+    func deliverPending() {
+        guard let resumption = pending ?? (localResponse != nil ? .answered : nil) else { return }
+        pending = nil
+        resume?(resumption)
     }
 
     struct LocalResponse {

@@ -42,8 +42,11 @@ extension FilterVM {
         do {
             try call("proxy_on_http_call_response", [rootContext, id, headerCount, bodySize, 0])
         } catch {
+            exchange?.pending = nil
             exchange?.resume?(.failed(error))
+            return
         }
+        for exchange in exchanges.values { exchange.deliverPending() }
     }
 
     func setTick(period milliseconds: UInt32) {
@@ -63,6 +66,7 @@ extension FilterVM {
             services.logger.error("tick failed", metadata: ["filter": .string(filter.name), "reason": .string(error.reason)])
             return false
         }
+        for exchange in exchanges.values { exchange.deliverPending() }
         return tickPeriod != nil
     }
 }

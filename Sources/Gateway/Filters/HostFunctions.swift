@@ -116,20 +116,20 @@ extension FilterVM {
                 return status(.unimplemented)
             }
             guard let exchange = vm.exchange else { return status(.notFound) }
-            exchange.resume?(.continue(type))
+            exchange.pending = .continue(type)
             return status(.ok)
         },
         "proxy_continue_request": { vm, _ in
-            vm.exchange?.resume?(.continue(.request))
+            vm.exchange?.pending = .continue(.request)
             return status(.ok)
         },
         "proxy_continue_response": { vm, _ in
-            vm.exchange?.resume?(.continue(.response))
+            vm.exchange?.pending = .continue(.response)
             return status(.ok)
         },
-        "proxy_close_stream": { vm, a in
+        "proxy_close_stream": { vm, _ in
             guard let exchange = vm.exchange else { return status(.notFound) }
-            exchange.resume?(.close)
+            exchange.pending = .close
             return status(.ok)
         },
         "proxy_send_local_response": { vm, a in

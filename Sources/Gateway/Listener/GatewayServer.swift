@@ -35,6 +35,8 @@ public actor GatewayServer: Service {
     private let routeState = RouteStateRegistry()
     /// Endpoint health and ejections, by upstream and endpoint, across reloads.
     private let upstreamStates = UpstreamStateRegistry()
+    /// The filters' shared data, queues and metrics, across reloads.
+    private lazy var filterState = FilterSharedState(factory: metrics.factory)
     private var healthChecker: HealthChecker?
     /// The upstreams now served, for `upstreamsJSON` (read off the actor).
     private nonisolated let servedStates = Mutex<[UpstreamState]>([])
@@ -244,10 +246,12 @@ public actor GatewayServer: Service {
         let pools = try UpstreamPools(group: group, upstreams: config.upstreams,
                                       states: upstreamStates.states(for: config.upstreams, logger: logger, factory: metrics.factory))
         let accessLog = config.logging.accessLog ? accessLog : nil
+        let filters = config.filters.isEmpty ? nil
+            : FilterHosts(config: config, pools: pools, loops: Array(group.makeIterator()), logger: logger, shared: filterState)
         return try config.listeners.map { listener in
             ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
                             accessLog: accessLog, logger: logger, metrics: metrics,
-                            tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) })
+                            tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }, filters: filters)
         }
     }
 

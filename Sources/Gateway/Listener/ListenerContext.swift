@@ -24,10 +24,14 @@ final class ListenerContext: Sendable {
     let scheme: String
     /// The listener's TLS (certificate files read at load or reload).
     let tls: NIOSSLContext?
+    /// Each event loop's filter VMs (nil: the config has no filters).
+    let filters: FilterHosts?
 
     init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier],
-         validators: [any ResponseValidator], accessLog: AccessLog?, logger: Logger, metrics: GatewayMetrics, tls: NIOSSLContext?) {
+         validators: [any ResponseValidator], accessLog: AccessLog?, logger: Logger, metrics: GatewayMetrics, tls: NIOSSLContext?,
+         filters: FilterHosts? = nil) {
         self.tls = tls
+        self.filters = filters
         scheme = tls == nil ? "http" : "https"
         self.metrics = metrics
         self.validators = validators

@@ -25,9 +25,12 @@ public final class Route: Sendable {
     let metrics: RouteMetrics
     /// The route's `rate_limit`, shared by every event loop.
     let rateLimiter: RateLimiter?
+    /// The Proxy-Wasm filters it runs, in order.
+    let filters: [FilterConfig]
 
-    init(config: RouteConfig, index: Int, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, metrics: GatewayMetrics,
-         state: RouteStateRegistry) {
+    init(config: RouteConfig, index: Int, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, filters: [FilterConfig],
+         metrics: GatewayMetrics, state: RouteStateRegistry) {
+        self.filters = filters
         self.config = config
         self.index = index
         self.upstream = upstream
@@ -42,7 +45,9 @@ public final class Route: Sendable {
         refreshers = specs.compactMap { spec in upstreams(spec.upstream).map { state.refresher(route: config.name, spec: spec, upstream: $0) } }
         validatorsReadBodies = config.validate.contains(where: \.readsBody)
         judgesTries = config.retry != nil || !config.validate.isEmpty
+        // A filter that reads request bodies gets the body whole.
         nothingReadsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
+            && !filters.contains { $0.module.exports.contains("proxy_on_request_body") }
     }
 
     /// A body streams upstream unless something reads it, or a retry may
@@ -69,7 +74,7 @@ public struct Router: Sendable {
                 state: RouteStateRegistry = RouteStateRegistry()) {
         routes = config.routes.enumerated().map { index, route in
             Route(config: route, index: index, upstream: config.upstream(named: route.upstream)!, upstreams: config.upstream(named:),
-                  metrics: metrics, state: state)
+                  filters: config.filters(of: route), metrics: metrics, state: state)
         }
         state.keep(only: routes)
     }

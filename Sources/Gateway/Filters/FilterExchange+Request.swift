@@ -1,0 +1,41 @@
+import Rewriter
+
+extension FilterExchange {
+    /// The request that will go upstream, as filters see it: Envoy's
+    /// pseudo-fields (`:method`, `:path`, `:authority`, `:scheme`) first,
+    /// then its fields as they are.
+    convenience init(request: UpstreamRequest, scheme: String, info: FilterCallInfo) {
+        var fields: Fields = [(":method", request.method), (":path", request.target), (":authority", request.headers["Host"] ?? ""),
+                              (":scheme", scheme)]
+        for field in request.headers { fields.append((field.name, field.value)) }
+        self.init(requestHeaders: fields, requestBody: request.body ?? [], info: info)
+    }
+
+    /// The request as the filters left it: method, target and authority
+    /// from the pseudo-fields, the other fields in their order, and a
+    /// buffered body framed anew (its length recomputed).
+    func apply(to request: inout UpstreamRequest, streams: Bool) {
+        var headers = HeaderList()
+        for field in requestHeaders where !field.name.hasPrefix(":") {
+            // Framing stays the gateway's, true to the bytes sent, whatever a filter did.
+            let name = field.name.lowercased()
+            if name == "content-length" || name == "transfer-encoding" { continue }
+            headers.add(field.name, field.value)
+        }
+        if let authority = Self.value(":authority", in: requestHeaders), !authority.isEmpty { headers.set("Host", authority) }
+        request.method = Self.value(":method", in: requestHeaders) ?? request.method
+        request.target = Self.value(":path", in: requestHeaders) ?? request.target
+        request.headers = headers
+        guard !streams else { return }
+        request.body = requestBody.isEmpty ? nil : requestBody
+        request.frameBody()
+    }
+}
+
+extension Problem {
+    /// A filter failed (trap, fuel, memory cap, or a callback that could not
+    /// run): the client learns which filter, the log why.
+    static func filterFailed(_ filter: String, route: String) -> Problem {
+        Problem(status: 500, code: "filter-failed", title: "A filter failed", detail: "filter \(filter) failed on this call", route: route)
+    }
+}

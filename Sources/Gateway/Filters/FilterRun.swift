@@ -1,0 +1,163 @@
+import Logging
+
+/// A call's filters at work: its request through each filter in order
+/// (headers, then the body when the filter reads bodies), a filter that
+/// pauses resuming the chain where it stopped, and later the response
+/// through them in reverse order, as Envoy runs its encoders. It keeps each
+/// filter's HTTP context until the call ends.
+final class FilterRun {
+    enum Outcome {
+        /// Every filter let the request through: `exchange` holds it as it now is.
+        case proceed
+        /// A filter answered the client itself.
+        case answer(FilterExchange.LocalResponse)
+        /// A filter closed the stream: the client's connection is reset.
+        case closed(filter: String)
+        /// A filter failed (its `fail_open` off).
+        case failed(FilterFailure)
+    }
+
+    let exchange: FilterExchange
+    private let filters: [FilterConfig]
+    private let vm: (FilterConfig) throws(FilterFailure) -> FilterVM
+    private let onFailure: (FilterFailure, _ failedOpen: Bool) -> Void
+    private var contexts: [(vm: FilterVM, context: UInt32)?]
+    /// The filter at work, and how far it got.
+    private var index = 0
+    private var headersDone = false
+    private var bodyDone = false
+    private var completion: ((Outcome) -> Void)?
+    /// Waiting for filter `index` to continue.
+    private var paused = false
+
+    /// `vm`: the filter's VM on this event loop (built anew when broken).
+    /// `onFailure`: told of each failure, also those let through by `fail_open`.
+    init(filters: [FilterConfig], exchange: FilterExchange, vm: @escaping (FilterConfig) throws(FilterFailure) -> FilterVM,
+         onFailure: @escaping (FilterFailure, Bool) -> Void) {
+        self.filters = filters
+        self.exchange = exchange
+        self.vm = vm
+        self.onFailure = onFailure
+        contexts = Array(repeating: nil, count: filters.count)
+    }
+
+    /// Runs the request's callbacks; `completion` once, maybe later (a filter paused).
+    func request(_ completion: @escaping (Outcome) -> Void) {
+        self.completion = completion
+        exchange.resume = { [weak self] resumption in self?.resumed(resumption) }
+        advance()
+    }
+
+    private func advance() {
+        while index < filters.count {
+            do throws(FilterFailure) {
+                let (vm, context) = try open(index)
+                vm.effectiveContext = context
+                if !headersDone {
+                    headersDone = true
+                    let endOfStream: UInt32 = exchange.requestBody.isEmpty ? 1 : 0
+                    let action = try vm.call("proxy_on_request_headers", [context, UInt32(exchange.requestHeaders.count), endOfStream])
+                    if stop(after: action) { return }
+                }
+                if !bodyDone, !exchange.requestBody.isEmpty, vm.exports("proxy_on_request_body") {
+                    bodyDone = true
+                    let action = try vm.call("proxy_on_request_body", [context, UInt32(exchange.requestBody.count), 1])
+                    if stop(after: action) { return }
+                }
+            } catch {
+                guard filters[index].failOpen else { return finish(.failed(error)) }
+                onFailure(error, true)
+            }
+            index += 1
+            headersDone = false
+            bodyDone = false
+        }
+        finish(.proceed)
+    }
+
+    private func open(_ index: Int) throws(FilterFailure) -> (FilterVM, UInt32) {
+        if let opened = contexts[index] { return opened }
+        let vm = try vm(filters[index])
+        let context = try vm.open(exchange)
+        contexts[index] = (vm, context)
+        return (vm, context)
+    }
+
+    /// Whether the chain stops here: a local answer, a close, or a pause (resumed later).
+    private func stop(after action: UInt32?) -> Bool {
+        let pending = exchange.pending
+        exchange.pending = nil
+        if let local = exchange.localResponse {
+            finish(.answer(local))
+            return true
+        }
+        if case .close? = pending {
+            finish(.closed(filter: filters[index].name))
+            return true
+        }
+        // Continued inside the callback that paused: no wait.
+        if action == ProxyWasm.Action.pause.rawValue, pending == nil {
+            paused = true
+            return true
+        }
+        return false
+    }
+
+    /// A paused filter continued, closed the stream, answered, or failed (from an HTTP call's answer or a tick).
+    private func resumed(_ resumption: FilterExchange.Resumption) {
+        guard paused, completion != nil else { return }
+        paused = false
+        switch resumption {
+        case .failed(let failure):
+            guard filters[index].failOpen else { return finish(.failed(failure)) }
+            onFailure(failure, true)
+            index += 1
+            headersDone = false
+            bodyDone = false
+            advance()
+        case .close:
+            finish(.closed(filter: filters[index].name))
+        case .continue(_), .answered:
+            if let local = exchange.localResponse { return finish(.answer(local)) }
+            advance()
+        }
+    }
+
+    private func finish(_ outcome: Outcome) {
+        guard let completion else { return }
+        self.completion = nil
+        if case .failed(let failure) = outcome { onFailure(failure, false) }
+        completion(outcome)
+    }
+
+    /// The response's head through the filters that saw the request, last
+    /// first. Returns a local answer that replaces it, if one did.
+    func response(status: Int, headers: inout FilterExchange.Fields) -> Outcome {
+        exchange.responseHeaders = [(":status", String(status))] + headers
+        for index in contexts.indices.reversed() {
+            guard let (vm, context) = contexts[index] else { continue }
+            vm.effectiveContext = context
+            do throws(FilterFailure) {
+                _ = try vm.call("proxy_on_response_headers", [context, UInt32(exchange.responseHeaders.count), 0])
+            } catch {
+                guard filters[index].failOpen else {
+                    onFailure(error, false)
+                    return .failed(error)
+                }
+                onFailure(error, true)
+            }
+            exchange.pending = nil
+            if let local = exchange.localResponse { return .answer(local) }
+        }
+        headers = exchange.responseHeaders.filter { !$0.name.hasPrefix(":") }
+        return .proceed
+    }
+
+    /// The call is over: each context's `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`.
+    func end() {
+        completion = nil
+        exchange.resume = nil
+        for case let (vm, context)? in contexts { vm.close(context) }
+        contexts = Array(repeating: nil, count: filters.count)
+    }
+}
