@@ -125,4 +125,122 @@ import Testing
         #expect(open.text == "200")
         #expect(upstream.requests.map(\.uri) == ["/fine", "/fine", "/fine", "/fine", "/open"])
     }
+
+    @Test func aFilterPausesForAnAuthCallAndContinuesOrRefusesOnItsAnswer() async throws {
+        let call = WasmFilter.map([(":method", "GET"), (":path", "/check"), (":authority", "auth")])
+        let callSize = 4 + 3 * 8 + (7 + 1 + 3 + 1) + (5 + 1 + 6 + 1) + (10 + 1 + 4 + 1)
+        let auth = WasmFilter.wat(
+            imports: """
+                (import "env" "proxy_http_call" (func $call (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+                (import "env" "proxy_continue_stream" (func $continue (param i32) (result i32)))
+                (import "env" "proxy_send_local_response" (func $local (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+                """,
+            data: #"(data (i32.const 100) "auth") (data (i32.const 200) "\#(call)") (data (i32.const 600) "denied")"#,
+            """
+            (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+              (drop (call $call (i32.const 100) (i32.const 4) (i32.const 200) (i32.const \(callSize)) (i32.const 0) (i32.const 0)
+                (i32.const 0) (i32.const 0) (i32.const 1000) (i32.const 500)))
+              (i32.const 1))
+            (func (export "proxy_on_http_call_response") (param i32 i32 i32 i32 i32)
+              (if (i32.gt_u (local.get 3) (i32.const 0))
+                (then (drop (call $continue (i32.const 0))))
+                (else (drop (call $local (i32.const 401) (i32.const 600) (i32.const 6) (i32.const 600) (i32.const 6) (i32.const 0)
+                  (i32.const 0) (i32.const -1))))))
+            """)
+        // The auth service says yes (a body) to the first call of each pair, no (403, empty) to the second.
+        let authService = RecordingUpstream.counting { _, count in
+            count % 2 == 1 ? .respond(status: 200, headers: [], body: Array("ok".utf8)) : .respond(status: 403, headers: [], body: [])
+        }
+        let authPort = try await authService.start()
+        let app = RecordingUpstream()
+        let appPort = try await app.start()
+        let gateway = try await GatewayHarness.start(try Self.config(
+            [("auth", auth, "")], routes: "  - {name: app, upstream: app, filters: [auth]}",
+            upstreams: "  app: {url: http://127.0.0.1:\(appPort)}\n  auth: {url: http://127.0.0.1:\(authPort)}"))
+        for http2 in [false, true] {
+            let flags = ["-s", "-o", "/dev/null", "-w", "%{http_code}"] + (http2 ? ["--http2-prior-knowledge"] : [])
+            #expect(try curl(flags + ["\(gateway.base)/allowed"]).text == "200")
+            #expect(try curl(flags + ["\(gateway.base)/refused"]).text == "401")
+        }
+        #expect(authService.requests.map(\.uri) == ["/check", "/check", "/check", "/check"])
+        #expect(app.requests.map(\.uri) == ["/allowed", "/allowed"])
+    }
+
+    @Test func aFilterRewritesTheJSONBodyAndItsLengthFollows() async throws {
+        let rewrite = WasmFilter.wat(
+            imports: #"(import "env" "proxy_set_buffer_bytes" (func $set (param i32 i32 i32 i32 i32) (result i32)))"#,
+            data: #"(data (i32.const 100) "{\"rewritten\":true}")"#,
+            """
+            (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) (i32.const 0))
+            (func (export "proxy_on_request_body") (param i32 i32 i32) (result i32)
+              (drop (call $set (i32.const 0) (i32.const 0) (local.get 1) (i32.const 100) (i32.const 18)))
+              (i32.const 0))
+            """)
+        let upstream = RecordingUpstream()
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start(try Self.config(
+            [("rewrite", rewrite, "")], routes: "  - {name: app, upstream: app, filters: [rewrite]}",
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}"))
+        for http2 in [false, true] {
+            let flags = ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Content-Type: application/json", "--data-binary",
+                         #"{"original":"a much longer body than the new one"}"#] + (http2 ? ["--http2-prior-knowledge"] : [])
+            #expect(try curl(flags + ["\(gateway.base)/items"]).text == "200")
+        }
+        let requests = upstream.requests
+        #expect(requests.count == 2)
+        #expect(requests.allSatisfy { String(decoding: $0.body, as: UTF8.self) == #"{"rewritten":true}"# && $0.header("Content-Length") == ["18"] })
+    }
+
+    @Test func aFilterEditsTheResponseHead() async throws {
+        let edit = WasmFilter.wat(
+            imports: """
+                (import "env" "proxy_add_header_map_value" (func $add (param i32 i32 i32 i32 i32) (result i32)))
+                (import "env" "proxy_remove_header_map_value" (func $remove (param i32 i32 i32) (result i32)))
+                """,
+            data: #"(data (i32.const 100) "x-filtered") (data (i32.const 200) "1") (data (i32.const 300) "x-internal")"#,
+            """
+            (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
+              (drop (call $add (i32.const 2) (i32.const 100) (i32.const 10) (i32.const 200) (i32.const 1)))
+              (drop (call $remove (i32.const 2) (i32.const 300) (i32.const 10)))
+              (i32.const 0))
+            """)
+        let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [("X-Internal", "secret")], body: Array("hello".utf8)) }
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start(try Self.config(
+            [("edit", edit, "")], routes: "  - {name: app, upstream: app, filters: [edit]}",
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}"))
+        for http2 in [false, true] {
+            let answer = try curl(["-s", "-i"] + (http2 ? ["--http2-prior-knowledge"] : []) + ["\(gateway.base)/x"]).text.lowercased()
+            #expect(answer.contains("x-filtered: 1") && !answer.contains("x-internal") && answer.hasSuffix("hello"), "\(answer)")
+        }
+    }
+
+    @Test func aFiltersMetricIsOnTheAdminEndpoint() async throws {
+        let count = WasmFilter.wat(
+            imports: """
+                (import "env" "proxy_define_metric" (func $define (param i32 i32 i32 i32) (result i32)))
+                (import "env" "proxy_increment_metric" (func $increment (param i32 i64) (result i32)))
+                """,
+            data: #"(data (i32.const 100) "signed_calls")"#,
+            globals: "(global $metric (mut i32) (i32.const 0))",
+            configure: "(drop (call $define (i32.const 0) (i32.const 100) (i32.const 12) (i32.const 500))) (global.set $metric (i32.load (i32.const 500))) (i32.const 1)",
+            """
+            (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+              (drop (call $increment (global.get $metric) (i64.const 1)))
+              (i32.const 0))
+            """)
+        let gateway = try SpawnedGateway(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            admin: {address: 127.0.0.1:0}
+            filters:
+              count: {wasm: \(try WasmFilter.file(count))}
+            routes: [{name: echoed, upstream: echo, filters: [count]}]
+            """)
+        defer { gateway.stop() }
+        let admin = "http://127.0.0.1:\(try #require(gateway.adminPort))"
+        for _ in 1...3 { #expect(try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(gateway.port)/e"]).text == "200") }
+        let metrics = try curl(["\(admin)/metrics"]).text
+        #expect(metrics.contains(#"gatewayd_filter_signed_calls{filter="count"} 3"#), "\(metrics)")
+        #expect(metrics.contains("# HELP gatewayd_filter_signed_calls "))
+    }
 }

@@ -65,6 +65,8 @@ final class FilterRun {
                     if stop(after: action) { return }
                 }
             } catch {
+                // Its VM is broken: the filter takes no further part in the call.
+                contexts[index] = nil
                 guard filters[index].failOpen else { return finish(.failed(error)) }
                 onFailure(error, true)
             }
@@ -109,6 +111,7 @@ final class FilterRun {
         paused = false
         switch resumption {
         case .failed(let failure):
+            contexts[index] = nil
             guard filters[index].failOpen else { return finish(.failed(failure)) }
             onFailure(failure, true)
             index += 1
@@ -140,6 +143,7 @@ final class FilterRun {
             do throws(FilterFailure) {
                 _ = try vm.call("proxy_on_response_headers", [context, UInt32(exchange.responseHeaders.count), 0])
             } catch {
+                contexts[index] = nil
                 guard filters[index].failOpen else {
                     onFailure(error, false)
                     return .failed(error)

@@ -18,6 +18,7 @@ public enum MetricHelp {
         "gatewayd_endpoint_ejections_total": "Times an endpoint was ejected by outlier detection.",
         "gatewayd_config_reloads_total": "Config reloads, by result.",
         "gatewayd_build_info": "The running build, by version (always 1).",
+        "gatewayd_filter_failures_total": "Calls a Proxy-Wasm filter failed on (trap, fuel, memory cap), by filter and fail_open.",
     ]
 
     /// `exposition` (Prometheus text) with a `# HELP` line before each known metric's `# TYPE` line.
@@ -27,7 +28,9 @@ public enum MetricHelp {
         for line in exposition.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             if line.starts(with: "# TYPE ".utf8) {
                 let name = String(decoding: line.dropFirst(7).prefix { $0 != UInt8(ascii: " ") }, as: UTF8.self)
-                if let text = texts[name] { out.append(contentsOf: "# HELP \(name) \(text)\n".utf8) }
+                if let text = texts[name] ?? (name.hasPrefix("gatewayd_filter_") ? "Defined by the Proxy-Wasm filter in its filter label." : nil) {
+                    out.append(contentsOf: "# HELP \(name) \(text)\n".utf8)
+                }
             }
             out.append(contentsOf: line)
             out.append(UInt8(ascii: "\n"))
