@@ -84,12 +84,19 @@ struct ExplainCommand: ParsableCommand {
                                    client: ClientInfo(address: client, scheme: scheme, requestID: requestID)) {
         case .answered(let problem, let extraHeaders):
             try fail(with: problem, extraHeaders: extraHeaders)
-        case .forwarded(let route, let index, let upstream, let description, let request):
+        case .forwarded(let route, let index, let upstream, let description, let request, let notes):
             write("# route \(route) (routes[\(index)]) -> upstream \(upstream) (\(description))\n")
             if headerList["X-Request-Id"] != requestID {
                 write("# X-Request-Id \(requestID) is generated here; each call gets its own\n")
             }
+            for note in notes { write("# \(note)\n") }
             write(request)
+        case .filterAnswered(let filter, let status, let headers, let body):
+            write("# filter \(filter) answers the client itself:\n")
+            var text = "HTTP/1.1 \(status)\r\n"
+            for field in headers { text += "\(field.name): \(field.value)\r\n" }
+            write(Array((text + "Content-Length: \(body.count)\r\n\r\n").utf8) + body)
+            throw ExitCode.failure
         }
     }
 

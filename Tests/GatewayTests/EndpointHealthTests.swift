@@ -102,7 +102,7 @@ import Testing
             """).config
         let outcome = Explanation.explain(method: "GET", target: "/x", headers: [:], body: [], config: config,
                                           client: ClientInfo(address: "127.0.0.1", scheme: "http", requestID: "r"))
-        guard case .forwarded(_, _, _, let description, let request) = outcome else { Issue.record("not forwarded"); return }
+        guard case .forwarded(_, _, _, let description, let request, _) = outcome else { Issue.record("not forwarded"); return }
         #expect(description == "http://127.0.0.1:9001: endpoint 1 of 2 by round_robin")
         // Host is the first endpoint's, whichever endpoint the call goes to.
         #expect(String(decoding: request, as: UTF8.self).contains("Host: 127.0.0.1:9001\r\n"))

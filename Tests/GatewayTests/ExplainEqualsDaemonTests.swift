@@ -48,6 +48,7 @@ import Testing
             Sample(method: "GET", target: "/billing/invoices?month=5", headers: ["Cookie: s=1", "X-Debug: 1", "X-Request-Id: hi-1"]),
             Sample(method: "GET", target: "/reports/q1", headers: ["X-Api-Version: 2"]),
         ]),
+        ("config/examples/filters.yaml", [Sample(method: "GET", target: "/orders/7"), Sample(method: "DELETE", target: "/orders/8?force=1")]),
         ("config/examples/health-checks.yaml", [Sample(method: "GET", target: "/items/7")]),
         ("config/examples/legacy-form-sidecar.yaml", [
             Sample(method: "POST", target: "/customers", headers: [json], body: #"{"firstName":"Ada","birthday":"1815-12-10T00:00:00Z"}"#),
@@ -85,8 +86,10 @@ import Testing
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let original = ExplainCommandTests.root.appendingPathComponent(config)
-        try? FileManager.default.copyItem(at: original.deletingLastPathComponent().appendingPathComponent("billing.credentials"),
-                                          to: directory.appendingPathComponent("billing.credentials"))
+        for beside in ["billing.credentials", "filters"] {
+            try? FileManager.default.copyItem(at: original.deletingLastPathComponent().appendingPathComponent(beside),
+                                              to: directory.appendingPathComponent(beside))
+        }
         let daemonConfig = directory.appendingPathComponent("daemon.yaml")
         try Self.pointed(try String(contentsOf: original, encoding: .utf8), upstreamPorts: upstreamPorts, listener: "127.0.0.1:0")
             .write(to: daemonConfig, atomically: true, encoding: .utf8)

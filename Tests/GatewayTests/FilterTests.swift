@@ -243,4 +243,40 @@ import Testing
         #expect(metrics.contains(#"gatewayd_filter_signed_calls{filter="count"} 3"#), "\(metrics)")
         #expect(metrics.contains("# HELP gatewayd_filter_signed_calls "))
     }
+
+    /// Debian's clang, lld and wasi-libc (scripts/test installs them).
+    static let clang = ["/usr/bin/clang-14", "/usr/bin/clang"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    @Test func aFilterWrittenInCAndBuiltHereSignsWhatReachesTheUpstream() async throws {
+        let clang = try #require(Self.clang, "clang with wasm32-wasi (apt install clang lld wasi-libc libclang-rt-14-dev-wasm32)")
+        let sources = ConfigFilesTests.root.appendingPathComponent("config/examples/filters")
+        let built = FileManager.default.temporaryDirectory.appendingPathComponent("sign-\(UUID()).wasm").path
+        let build = try runPeer(clang, ["--target=wasm32-wasi", "-O2", "-mexec-model=reactor", "-Wl,--strip-all", "-o", built,
+                                        sources.appendingPathComponent("sign.c").path])
+        #expect(build.status == 0, "\(build.err)")
+        // The example config's module is this source's build, byte for byte.
+        let committed = try Data(contentsOf: sources.appendingPathComponent("sign.wasm"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: built)) == committed, "config/examples/filters/sign.wasm is stale: rebuild it")
+        let upstream = RecordingUpstream()
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {orders: {url: http://127.0.0.1:\(port)}}
+            filters: {sign: {wasm: \(built), configuration: k1}}
+            routes: [{name: orders, upstream: orders, filters: [sign]}]
+            """)
+        #expect(try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/orders/7"]).text == "200")
+        #expect(try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--http2-prior-knowledge", "-X", "DELETE",
+                          "\(gateway.base)/orders/8?force=1"]).text == "200")
+        func fnv(_ text: String) -> String {
+            var hash: UInt64 = 0xcbf29ce484222325
+            for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100000001b3 }
+            return String(hash, radix: 16).leftPadded(to: 16)
+        }
+        #expect(upstream.requests.map { $0.header("x-signature") } == [[fnv("k1GET /orders/7")], [fnv("k1DELETE /orders/8?force=1")]])
+    }
+}
+
+extension String {
+    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }

@@ -1,3 +1,5 @@
+import CoreMetrics
+import Logging
 import NIOHTTP1
 import Rewriter
 
@@ -7,8 +9,11 @@ import Rewriter
 /// sending them. As if the client connected to the first listener.
 public enum Explanation {
     public enum Outcome: Sendable {
-        /// What the upstream would receive, and how it was chosen.
-        case forwarded(route: String, index: Int, upstream: String, upstreamDescription: String, request: [UInt8])
+        /// What the upstream would receive, and how it was chosen; `notes`:
+        /// what the route's filters did that cannot be shown offline.
+        case forwarded(route: String, index: Int, upstream: String, upstreamDescription: String, request: [UInt8], notes: [String] = [])
+        /// A filter would answer the client itself.
+        case filterAnswered(filter: String, status: Int, headers: HeaderList, body: [UInt8])
         /// The gateway would answer the call itself (`headers`: beside the problem's own, e.g. a 405's Allow).
         case answered(Problem, headers: HeaderList = [:])
     }
@@ -28,14 +33,65 @@ public enum Explanation {
         case .admitted(let decided): admitted = decided
         }
         let route = admitted.match.route
+        var request: UpstreamRequest
         do {
-            let request = try CallAdmission.upstreamRequest(admitted, method: method, target: head.uri, headers: head.headers, body: body,
-                                                            client: client)
-            return .forwarded(route: route.config.name, index: admitted.match.index, upstream: route.upstream.name,
-                              upstreamDescription: route.isEcho ? "built-in echo" : Self.endpoint(route.upstream),
-                              request: request.wireFormat)
+            request = try CallAdmission.upstreamRequest(admitted, method: method, target: head.uri, headers: head.headers, body: body,
+                                                        client: client)
         } catch {
             return .answered(error)
+        }
+        var notes: [String] = []
+        if !route.filters.isEmpty {
+            let info = FilterCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: client.requestID,
+                                      clientAddress: client.address, localAuthority: side.localAuthority, scheme: client.scheme,
+                                      proto: "HTTP/1.1", startNanos: FilterVM.wallClockNanos())
+            switch runFilters(route.filters, on: &request, info: info, streams: admitted.streams) {
+            case .forwarded(let said): notes = said
+            case .answered(let outcome): return outcome
+            }
+        }
+        return .forwarded(route: route.config.name, index: admitted.match.index, upstream: route.upstream.name,
+                          upstreamDescription: route.isEcho ? "built-in echo" : Self.endpoint(route.upstream), request: request.wireFormat,
+                          notes: notes)
+    }
+
+    private enum FilterResult {
+        case forwarded(notes: [String])
+        case answered(Outcome)
+    }
+
+    /// The route's filters over the request, offline: each on a VM of its
+    /// own, with no HTTP call made (a filter that waits for one is said to).
+    private static func runFilters(_ filters: [FilterConfig], on request: inout UpstreamRequest, info: FilterCallInfo,
+                                   streams: Bool) -> FilterResult {
+        let services = FilterServices(logger: Logger(label: "gatewayd.filter"), shared: FilterSharedState(factory: NOOPMetricsHandler.instance))
+        var vms: [String: FilterVM] = [:]
+        let exchange = FilterExchange(request: request, scheme: info.scheme, info: info)
+        var failures: [String] = []
+        let run = FilterRun(filters: filters, exchange: exchange, vm: { filter throws(FilterFailure) in
+            if let vm = vms[filter.name] { return vm }
+            let vm = try FilterVM.start(filter, services: services)
+            vms[filter.name] = vm
+            return vm
+        }, onFailure: { failure, failedOpen in failures.append(failedOpen ? "\(failure) (fail_open: the call goes on unfiltered)" : "\(failure)") })
+        var outcome: FilterRun.Outcome?
+        run.request { outcome = $0 }
+        defer { run.end() }
+        switch outcome {
+        case nil:
+            let waiting = vms.values.filter { !$0.httpCalls.isEmpty }.map(\.filter.name)
+            return .forwarded(notes: failures + ["filter \(waiting.first ?? "?") waits for an HTTP call, not made offline: the request as it stands then"])
+        case .proceed?:
+            exchange.apply(to: &request, streams: streams)
+            return .forwarded(notes: failures)
+        case .answer(let local)?:
+            var headers = HeaderList()
+            for field in local.headers where !field.name.hasPrefix(":") { headers.add(field.name, field.value) }
+            return .answered(.filterAnswered(filter: local.filter, status: local.status, headers: headers, body: local.body))
+        case .closed(let filter)?:
+            return .answered(.answered(.filterFailed(filter, route: info.route)))
+        case .failed(let failure)?:
+            return .answered(.answered(.filterFailed(failure.filter, route: info.route)))
         }
     }
 

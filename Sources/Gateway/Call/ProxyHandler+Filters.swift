@@ -13,7 +13,7 @@ extension ProxyHandler {
         let info = FilterCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: call.requestID,
                                   clientAddress: client.peerAddress, localAuthority: client.localAuthority, scheme: shared.scheme,
                                   proto: log.proto == "HTTP/1.0" || log.proto == "HTTP/1.1" ? log.proto : "HTTP/2",
-                                  startNanos: FilterVM.wallClockNanos(), tlsVersion: nil, upstreamAddress: nil, responseCode: nil)
+                                  startNanos: FilterVM.wallClockNanos())
         let exchange = FilterExchange(request: call.request, scheme: shared.scheme, info: info)
         let requestID = call.requestID
         let filters = FilterRun(filters: route.filters, exchange: exchange, vm: host.vm) { [self] failure, failedOpen in

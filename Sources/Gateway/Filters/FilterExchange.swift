@@ -92,7 +92,7 @@ struct FilterCallInfo {
     var proto: String
     /// Nanoseconds since the Unix epoch when the request arrived.
     var startNanos: UInt64
-    var tlsVersion: String?
-    var upstreamAddress: String?
-    var responseCode: Int?
+    var tlsVersion: String? = nil
+    var upstreamAddress: String? = nil
+    var responseCode: Int? = nil
 }

@@ -19,6 +19,11 @@ public enum RouteTable {
             line(&out, "timeout", route.timeout.map(DurationParser.format) ?? "60s (default)")
             if let retry = route.retry { line(&out, "retry", self.retry(retry)) }
             for validator in route.validate { line(&out, "validate", validate(validator)) }
+            let filters = config.filters(of: route)
+            if !filters.isEmpty {
+                line(&out, "filters", filters.map { "\($0.name) (\($0.wasm)\($0.failOpen ? ", fail_open" : ""))" }.joined(separator: ", ")
+                    + (route.filters == nil ? " (default_filters)" : ""))
+            }
         }
         return out.isEmpty ? "no routes: every request gets 404\n" : out
     }
