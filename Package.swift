@@ -107,7 +107,7 @@ for (name, dependencies) in [
     ("FuzzHeadWriter", ["Gateway", "NIOCore", "Rewriter"]), ("FuzzJSON", ["Rewriter"]), ("FuzzQuery", ["Rewriter"]),
     ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway"]),
     ("FuzzHTTP2Session", ["Gateway", "NIOCore", "NIOEmbedded", "Logging", "CoreMetrics"]),
-    ("FuzzAccessLine", ["Gateway", "NIOCore"]),
+    ("FuzzAccessLine", ["Gateway", "NIOCore"]), ("FuzzFilterHost", ["Gateway", "WasmKit", "Logging", "CoreMetrics"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,
@@ -116,6 +116,7 @@ for (name, dependencies) in [
             case "Gateway", "Rewriter": .target(name: dependency)
             case "Logging": .product(name: dependency, package: "swift-log")
             case "CoreMetrics": .product(name: dependency, package: "swift-metrics")
+            case "WasmKit": .product(name: dependency, package: "WasmKit")
             default: .product(name: dependency, package: "swift-nio")
             }
         },
