@@ -1,0 +1,285 @@
+import CoreMetrics
+import Logging
+import NIOConcurrencyHelpers
+import Testing
+import WAT
+import WasmKit
+@testable import Gateway
+
+/// Each host function against a live VM, without sockets: what it reads
+/// from and writes into the filter's memory, and the ABI status it answers
+/// (hostile pointers and lengths included).
+@Suite(.ownThreads) struct FilterHostTests {
+    /// Log lines the filters wrote, with their level and filter.
+    final class Lines: LogHandler, @unchecked Sendable {
+        let lines = NIOLockedValueBox<[(Logger.Level, String, String)]>([])
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            lines.withLockedValue { $0.append((event.level, "\(event.message)", event.metadata?["filter"].map { "\($0)" } ?? "")) }
+        }
+    }
+
+    let lines = Lines()
+    let shared = FilterSharedState(factory: NOOPMetricsHandler.instance)
+
+    func vm(_ wat: String = WasmFilter.wat(""), configuration: String = "cfg", maxMemory: Int = 1 << 20,
+            environment: [(name: String, value: String)] = [], ticks: NIOLockedValueBox<[Duration]>? = nil) throws -> FilterVM {
+        let filter = FilterConfig(name: "t", wasm: "t.wasm", configuration: Array(configuration.utf8), rootID: "root-1", failOpen: false,
+                                  fuel: 1_000_000, maxMemory: maxMemory, environment: environment, module: try FilterModule(bytes: try wat2wasm(wat)))
+        let lines = lines
+        var services = FilterServices(logger: Logger(label: "filters") { _ in lines }, shared: shared)
+        if let ticks { services.scheduleTick = { _, period in ticks.withLockedValue { $0.append(period) } } }
+        return try FilterVM.start(filter, services: services)
+    }
+
+    static let info = FilterCallInfo(route: "orders", upstream: "app", requestID: "req-1", clientAddress: "192.0.2.1",
+                                     localAuthority: "127.0.0.1:8080", scheme: "http", proto: "HTTP/1.1", startNanos: 42)
+
+    /// A call on `vm` acting as the effective context.
+    func call(_ vm: FilterVM, headers: FilterExchange.Fields = [(":method", "GET"), (":path", "/a?b=1"), ("X-Key", "v1")],
+              body: String = "hello") throws -> FilterExchange {
+        let exchange = FilterExchange(requestHeaders: headers, requestBody: Array(body.utf8), info: Self.info)
+        vm.effectiveContext = try vm.open(exchange)
+        return exchange
+    }
+
+    func host(_ vm: FilterVM, _ name: String, _ arguments: UInt32..., module: String = "env") throws -> Int32 {
+        let function = try #require(FilterVM.hostFunction(module: module, name: name))
+        return try function(vm, Arguments(arguments.map { .i32($0) }))
+    }
+
+    func put(_ vm: FilterVM, _ text: String, at address: UInt32) -> UInt32 {
+        _ = vm.memory!.write(Array(text.utf8), at: address)
+        return UInt32(text.utf8.count)
+    }
+
+    /// What a host function handed over: the bytes at the address it wrote at `at`, of the size it wrote at `at + 4`.
+    func handed(_ vm: FilterVM, at address: UInt32 = 1000) -> [UInt8] {
+        let memory = vm.memory!
+        return memory.read(memory.readUInt32(address)!, count: memory.readUInt32(address + 4)!) ?? []
+    }
+
+    func text(_ vm: FilterVM, at address: UInt32 = 1000) -> String { String(decoding: handed(vm, at: address), as: UTF8.self) }
+
+    static let ok: Int32 = 0, notFound: Int32 = 1, badArgument: Int32 = 2, parseFailure: Int32 = 4, invalidMemory: Int32 = 6, empty: Int32 = 7,
+        casMismatch: Int32 = 8, unimplemented: Int32 = 12
+
+    @Test func headerMapsAreReadAndEditedCaseInsensitively() throws {
+        let vm = try vm()
+        let exchange = try call(vm)
+        #expect(try host(vm, "proxy_get_header_map_pairs", 0, 1000, 1004) == Self.ok)
+        let pairs = try #require(ProxyWasm.deserialize(handed(vm)))
+        #expect(pairs.map(\.name) == [":method", ":path", "X-Key"] && pairs.map(\.value) == ["GET", "/a?b=1", "v1"])
+        #expect(try host(vm, "proxy_get_header_map_size", 0, 1100) == Self.ok && vm.memory!.readUInt32(1100) == UInt32(ProxyWasm.serialize(pairs).count))
+        let key = put(vm, "x-key", at: 2000)
+        #expect(try host(vm, "proxy_get_header_map_value", 0, 2000, key, 1000, 1004) == Self.ok && text(vm) == "v1")
+        let value = put(vm, "v2", at: 2100)
+        #expect(try host(vm, "proxy_replace_header_map_value", 0, 2000, key, 2100, value) == Self.ok)
+        let added = put(vm, "x-new", at: 2200)
+        #expect(try host(vm, "proxy_add_header_map_value", 0, 2200, added, 2100, value) == Self.ok)
+        let path = put(vm, ":path", at: 2300)
+        #expect(try host(vm, "proxy_remove_header_map_value", 0, 2300, path) == Self.ok)
+        #expect(exchange.requestHeaders.map(\.name) == [":method", "X-Key", "x-new"] && exchange.requestHeaders.map(\.value) == ["GET", "v2", "v2"])
+        #expect(try host(vm, "proxy_get_header_map_value", 0, 2300, path, 1000, 1004) == Self.notFound)
+        // A whole map set; a malformed one refused; unknown maps and pointers past the end answered, not crashed on.
+        let map = ProxyWasm.serialize([("a", "1"), ("b", "22")])
+        _ = vm.memory!.write(map, at: 3000)
+        #expect(try host(vm, "proxy_set_header_map_pairs", 0, 3000, UInt32(map.count)) == Self.ok)
+        #expect(exchange.requestHeaders.map(\.name) == ["a", "b"])
+        #expect(try host(vm, "proxy_set_header_map_pairs", 0, 3000, UInt32(map.count - 1)) == Self.parseFailure)
+        #expect(try host(vm, "proxy_get_header_map_pairs", 9, 1000, 1004) == Self.badArgument)
+        let end = UInt32(vm.memory!.memory.byteCount)
+        #expect(try host(vm, "proxy_get_header_map_value", 0, end - 2, 5, 1000, 1004) == Self.invalidMemory)
+        #expect(try host(vm, "proxy_get_header_map_pairs", 0, end - 2, 1004) == Self.invalidMemory)
+        #expect(try host(vm, "proxy_add_header_map_value", 0, 0xFFFF_FFF0, 0xFFFF, 2100, value) == Self.invalidMemory)
+    }
+
+    @Test func buffersAreSlicedReplacedAndMeasured() throws {
+        let vm = try vm(configuration: "{\"k\":1}")
+        let exchange = try call(vm, body: "hello world")
+        #expect(try host(vm, "proxy_get_buffer_bytes", 0, 6, 100, 1000, 1004) == Self.ok && text(vm) == "world")
+        #expect(try host(vm, "proxy_get_buffer_bytes", 0, 0, 5, 1000, 1004) == Self.ok && text(vm) == "hello")
+        #expect(try host(vm, "proxy_get_buffer_bytes", 0, 12, 5, 1000, 1004) == Self.badArgument)
+        #expect(try host(vm, "proxy_get_buffer_bytes", 7, 0, 100, 1000, 1004) == Self.ok && text(vm) == "{\"k\":1}")
+        #expect(try host(vm, "proxy_get_buffer_status", 0, 1100, 1104) == Self.ok && vm.memory!.readUInt32(1100) == 11)
+        let new = put(vm, "there", at: 2000)
+        #expect(try host(vm, "proxy_set_buffer_bytes", 0, 6, 5, 2000, new) == Self.ok)
+        #expect(String(decoding: exchange.requestBody, as: UTF8.self) == "hello there")
+        #expect(try host(vm, "proxy_set_buffer_bytes", 0, 0, 0xFFFF_FFFF, 2000, new) == Self.ok)
+        #expect(String(decoding: exchange.requestBody, as: UTF8.self) == "there")
+        #expect(try host(vm, "proxy_get_buffer_bytes", 4, 0, 1, 1000, 1004) == Self.notFound)
+        #expect(try host(vm, "proxy_get_buffer_bytes", 42, 0, 1, 1000, 1004) == Self.badArgument)
+    }
+
+    @Test func propertiesUseEnvoysNames() throws {
+        let vm = try vm()
+        _ = try call(vm)
+        func property(_ path: String) throws -> (Int32, [UInt8]) {
+            let size = put(vm, path.replacingOccurrences(of: ".", with: "\u{0}"), at: 2000)
+            let status = try host(vm, "proxy_get_property", 2000, size, 1000, 1004)
+            return (status, status == Self.ok ? handed(vm) : [])
+        }
+        for (path, value) in [("request.path", "/a?b=1"), ("request.url_path", "/a"), ("request.method", "GET"), ("request.id", "req-1"),
+                              ("route_name", "orders"), ("source.address", "192.0.2.1"), ("plugin_name", "t"), ("plugin_root_id", "root-1"),
+                              ("request.protocol", "HTTP/1.1")] {
+            let (status, bytes) = try property(path)
+            #expect(status == Self.ok && String(decoding: bytes, as: UTF8.self) == value, "\(path)")
+        }
+        #expect(try property("request.time").1 == [42, 0, 0, 0, 0, 0, 0, 0])
+        #expect(try property("destination.port").1 == [0x90, 0x1F, 0, 0, 0, 0, 0, 0])
+        #expect(try ProxyWasm.deserialize(property("request.headers").1)?.map(\.name) == ["X-Key"])
+        #expect(try property("no.such").0 == Self.notFound)
+        let path = put(vm, "my\u{0}flag", at: 2000)
+        let value = put(vm, "on", at: 2100)
+        #expect(try host(vm, "proxy_set_property", 2000, path, 2100, value) == Self.ok)
+        #expect(try property("my.flag").1 == Array("on".utf8))
+    }
+
+    @Test func sharedDataComparesAndSetsAndQueuesHandOver() throws {
+        let vm = try vm()
+        let key = put(vm, "counter", at: 2000)
+        let one = put(vm, "1", at: 2100)
+        #expect(try host(vm, "proxy_get_shared_data", 2000, key, 1000, 1004, 1008) == Self.notFound)
+        #expect(try host(vm, "proxy_set_shared_data", 2000, key, 2100, one, 0) == Self.ok)
+        #expect(try host(vm, "proxy_get_shared_data", 2000, key, 1000, 1004, 1008) == Self.ok && text(vm) == "1")
+        let cas = vm.memory!.readUInt32(1008)!
+        let two = put(vm, "2", at: 2200)
+        #expect(try host(vm, "proxy_set_shared_data", 2000, key, 2200, two, cas + 1) == Self.casMismatch)
+        #expect(try host(vm, "proxy_set_shared_data", 2000, key, 2200, two, cas) == Self.ok)
+        // Another VM (another event loop) sees it.
+        let other = try self.vm()
+        _ = put(other, "counter", at: 2000)
+        #expect(try host(other, "proxy_get_shared_data", 2000, key, 1000, 1004, 1008) == Self.ok && text(other) == "2")
+        let name = put(vm, "jobs", at: 2300)
+        #expect(try host(vm, "proxy_register_shared_queue", 2300, name, 1100) == Self.ok)
+        let queue = vm.memory!.readUInt32(1100)!
+        _ = put(other, "jobs", at: 2300)
+        #expect(try host(other, "proxy_resolve_shared_queue", 0, 0, 2300, name, 1100) == Self.ok && other.memory!.readUInt32(1100) == queue)
+        #expect(try host(vm, "proxy_dequeue_shared_queue", queue, 1000, 1004) == Self.empty)
+        _ = put(other, "job-1", at: 2400)
+        #expect(try host(other, "proxy_enqueue_shared_queue", queue, 2400, 5) == Self.ok)
+        #expect(try host(vm, "proxy_dequeue_shared_queue", queue, 1000, 1004) == Self.ok && text(vm) == "job-1")
+        #expect(try host(vm, "proxy_dequeue_shared_queue", 999, 1000, 1004) == Self.notFound)
+    }
+
+    @Test func metricsCountAndRead() throws {
+        let vm = try vm()
+        let name = put(vm, "hits", at: 2000)
+        #expect(try host(vm, "proxy_define_metric", 0, 2000, name, 1100) == Self.ok)
+        let counter = vm.memory!.readUInt32(1100)!
+        let increment = try #require(FilterVM.hostFunction(module: "env", name: "proxy_increment_metric"))
+        #expect(try increment(vm, Arguments([.i32(counter), .i64(5)])) == Self.ok)
+        #expect(try increment(vm, Arguments([.i32(counter), .i64(UInt64(bitPattern: -1))])) == Self.badArgument)
+        #expect(try host(vm, "proxy_get_metric", counter, 1200) == Self.ok && vm.memory!.read(1200, count: 8) == [5, 0, 0, 0, 0, 0, 0, 0])
+        #expect(try host(vm, "proxy_define_metric", 7, 2000, name, 1100) == Self.badArgument)
+        #expect(try host(vm, "proxy_get_metric", 999, 1200) == Self.notFound)
+    }
+
+    @Test func logsAndStandardStreamsGoToTheOperationalLogUnderTheFiltersName() throws {
+        let vm = try vm()
+        let message = put(vm, "hello from the filter", at: 2000)
+        #expect(try host(vm, "proxy_log", 3, 2000, message) == Self.ok)
+        // fd_write: one iovec {2000, size} at 3000.
+        _ = vm.memory!.write(UInt32(2000), at: 3000)
+        _ = vm.memory!.write(message, at: 3004)
+        #expect(try host(vm, "fd_write", 2, 3000, 1, 3100, module: "wasi_snapshot_preview1") == 0 && vm.memory!.readUInt32(3100) == message)
+        #expect(try host(vm, "fd_write", 7, 3000, 1, 3100, module: "wasi_unstable") == 8)
+        let logged = lines.lines.withLockedValue { $0 }
+        #expect(logged.map(\.0) == [.warning, .error] && logged.allSatisfy { $0.1 == "hello from the filter" && $0.2 == "t" })
+        #expect(try host(vm, "proxy_get_log_level", 1200) == Self.ok && vm.memory!.readUInt32(1200) == 0)
+    }
+
+    @Test func wasiGivesClocksRandomnessAndOnlyTheAllowedEnvironment() throws {
+        let vm = try vm(environment: [("REGION", "eu-1")])
+        let wasi = "wasi_snapshot_preview1"
+        #expect(try host(vm, "environ_sizes_get", 1000, 1004, module: wasi) == 0)
+        #expect(vm.memory!.readUInt32(1000) == 1 && vm.memory!.readUInt32(1004) == 12)
+        #expect(try host(vm, "environ_get", 1100, 1200, module: wasi) == 0 && vm.memory!.readUInt32(1100) == 1200)
+        #expect(vm.memory!.read(1200, count: 12) == Array("REGION=eu-1\u{0}".utf8))
+        #expect(try host(vm, "args_sizes_get", 1000, 1004, module: wasi) == 0 && vm.memory!.readUInt32(1000) == 0)
+        #expect(try host(vm, "clock_time_get", 0, 0, 1300, module: wasi) == 0 && (vm.memory!.read(1300, count: 8)?.contains { $0 != 0 } ?? false))
+        #expect(try host(vm, "random_get", 1400, 32, module: wasi) == 0 && Set(vm.memory!.read(1400, count: 32)!).count > 8)
+        #expect(try host(vm, "random_get", 0xFFFF_FFF0, 32, module: wasi) == 21)
+        #expect(try host(vm, "fd_read", 0, 0, 0, 0, module: wasi) == 8)
+        #expect(throws: FilterExit.self) { try host(vm, "proc_exit", 3, module: wasi) }
+    }
+
+    @Test func streamsLocalResponsesAndContextsAnswerWithTheSpecsStatuses() throws {
+        let vm = try vm()
+        let exchange = try call(vm)
+        let details = put(vm, "nope", at: 2000)
+        #expect(try host(vm, "proxy_send_local_response", 99, 2000, details, 2000, details, 0, 0, 0) == Self.badArgument)
+        #expect(try host(vm, "proxy_send_local_response", 418, 2000, details, 2000, details, 0, 0, 0) == Self.ok)
+        #expect(exchange.localResponse?.status == 418 && exchange.localResponse?.body == Array("nope".utf8))
+        #expect(try host(vm, "proxy_continue_stream", 0) == Self.ok)
+        if case .continue(.request)? = exchange.pending {} else { Issue.record("continue is pending") }
+        #expect(try host(vm, "proxy_continue_stream", 2) == Self.unimplemented)
+        #expect(try host(vm, "proxy_set_effective_context", 77) == Self.badArgument)
+        #expect(try host(vm, "proxy_set_effective_context", vm.rootContext) == Self.ok)
+        #expect(try host(vm, "proxy_grpc_call", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) == Self.unimplemented)
+        // Offline (check, explain) no HTTP call is made.
+        #expect(try host(vm, "proxy_http_call", 2000, details, 0, 0, 0, 0, 0, 0, 1000, 1100) == Self.unimplemented)
+    }
+
+    @Test func theMemoryCapAndProcExitBreakTheVM() throws {
+        let grow = WasmFilter.wat("""
+            (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+              (drop (memory.grow (i32.const 64))) (i32.const 0))
+            (func (export "proxy_on_tick") (param i32)
+              (unreachable))
+            """)
+        let vm = try vm(grow, maxMemory: 1 << 20)
+        let context = try vm.open(FilterExchange(requestHeaders: [], requestBody: [], info: Self.info))
+        do {
+            _ = try vm.call("proxy_on_request_headers", [context, 0, 1])
+            Issue.record("the cap is enforced")
+        } catch {
+            #expect(error.reason.hasPrefix("max_memory reached"))
+        }
+        #expect(vm.broken != nil)
+        // A broken VM runs nothing more.
+        #expect(throws: FilterFailure.self) { try vm.call("proxy_on_context_create", [9, 1]) }
+        let exits = WasmFilter.wat(imports: #"(import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))"#, """
+            (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) (call $exit (i32.const 3)) (i32.const 0))
+            """)
+        let exiting = try self.vm(exits)
+        do {
+            _ = try exiting.call("proxy_on_request_headers", [2, 0, 1])
+            Issue.record("proc_exit ends the VM")
+        } catch {
+            #expect(error.reason == "proc_exit(3)")
+        }
+    }
+
+    @Test func ticksAreScheduledAndAnOlderABIsCallbacksGetTheirOwnArguments() throws {
+        let ticks = NIOLockedValueBox<[Duration]>([])
+        let ticking = WasmFilter.wat(
+            imports: #"(import "env" "proxy_set_tick_period_milliseconds" (func $tick (param i32) (result i32)))"#,
+            globals: "(global $ticks (mut i32) (i32.const 0))",
+            configure: "(drop (call $tick (i32.const 250))) (i32.const 1)",
+            """
+            (func (export "proxy_on_tick") (param i32) (global.set $ticks (i32.add (global.get $ticks) (i32.const 1)))
+              (i32.store (i32.const 500) (global.get $ticks)))
+            """)
+        let vm = try vm(ticking, ticks: ticks)
+        #expect(ticks.withLockedValue { $0 } == [.milliseconds(250)])
+        #expect(vm.tick() && vm.tick() && vm.memory!.readUInt32(500) == 2)
+        // v0.1.0: proxy_on_request_headers takes (context, headers), and the marker differs.
+        let old = """
+            (module
+              (memory (export "memory") 1)
+              (func (export "proxy_abi_version_0_1_0"))
+              (func (export "proxy_on_request_headers") (param i32 i32) (result i32)
+                (i32.store (i32.const 100) (local.get 0)) (i32.store (i32.const 104) (local.get 1)) (i32.const 0)))
+            """
+        let legacy = try self.vm(old)
+        #expect(legacy.filter.module.abiVersion == "proxy_abi_version_0_1_0")
+        #expect(try legacy.call("proxy_on_request_headers", [5, 3, 1]) == 0)
+        #expect(legacy.memory!.readUInt32(100) == 5 && legacy.memory!.readUInt32(104) == 3)
+    }
+}
