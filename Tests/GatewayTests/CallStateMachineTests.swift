@@ -77,7 +77,7 @@ import Testing
         let a = try startedWithPolicy(&machine)
         _ = machine.connectionReady(a)
         // Held for a body validator.
-        #expect(machine.responseHead(ResponseHead(version: .http1_1, status: .ok, headers: [:]), validatorsReadBodies: true) == .hold)
+        #expect(machine.responseHead(ResponseHead(version: .http1_1, status: .ok, headers: [:]), holdsBody: true) == .hold)
         do {
             let result = machine.perTryTimerFired(a)
             #expect(result == .timeOutTry)
@@ -251,16 +251,16 @@ import Testing
         var plain = Machine()
         let plainTry = started(&plain)
         _ = plain.connectionReady(plainTry)
-        #expect(plain.responseHead(Self.head, validatorsReadBodies: true) == .forward)
+        #expect(plain.responseHead(Self.head, holdsBody: false) == .forward)
         var judged = Machine()
         let judgedTry = try startedWithPolicy(&judged)
         _ = judged.connectionReady(judgedTry)
-        #expect(judged.responseHead(Self.head, validatorsReadBodies: false) == .judge)
+        #expect(judged.responseHead(Self.head, holdsBody: false) == .judge)
         #expect(!judged.isHolding)
         var held = Machine()
         let heldTry = try startedWithPolicy(&held)
         _ = held.connectionReady(heldTry)
-        #expect(held.responseHead(Self.head, validatorsReadBodies: true) == .hold)
+        #expect(held.responseHead(Self.head, holdsBody: true) == .hold)
         _ = held.heldBody(ByteBuffer(string: "ok"), limit: 10)
         // Its end gives the whole answer back to be judged.
         #expect(held.responseEnded() == .judgeHeld(head: Self.head, body: Array("ok".utf8)))
@@ -314,7 +314,7 @@ import Testing
         var machine = Machine()
         let a = try startedWithPolicy(&machine)
         _ = machine.connectionReady(a)
-        #expect(machine.responseHead(Self.head, validatorsReadBodies: true) == .hold)
+        #expect(machine.responseHead(Self.head, holdsBody: true) == .hold)
         #expect(machine.heldBody(ByteBuffer(string: "abc"), limit: 5) == nil)
         #expect(machine.held?.body == Array("abc".utf8))
         // Past the limit it is let through as it is, and the try can no longer be timed out.

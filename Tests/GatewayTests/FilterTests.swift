@@ -215,6 +215,28 @@ import Testing
         }
     }
 
+    @Test func aFilterRewritesTheResponseBodyAndItsLengthFollows() async throws {
+        let redact = WasmFilter.wat(
+            imports: #"(import "env" "proxy_set_buffer_bytes" (func $set (param i32 i32 i32 i32 i32) (result i32)))"#,
+            data: #"(data (i32.const 100) "{\"redacted\":true}")"#,
+            """
+            (func (export "proxy_on_response_body") (param i32 i32 i32) (result i32)
+              (drop (call $set (i32.const 1) (i32.const 0) (local.get 1) (i32.const 100) (i32.const 17)))
+              (i32.const 0))
+            """)
+        let upstream = RecordingUpstream { _ in
+            .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"card":"4111 1111 1111 1111"}"#.utf8))
+        }
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start(try Self.config(
+            [("redact", redact, "")], routes: "  - {name: app, upstream: app, filters: [redact]}",
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}"))
+        for http2 in [false, true] {
+            let answer = try curl(["-s", "-i"] + (http2 ? ["--http2-prior-knowledge"] : []) + ["\(gateway.base)/card"]).text
+            #expect(answer.hasSuffix(#"{"redacted":true}"#) && answer.lowercased().contains("content-length: 17"), "\(answer)")
+        }
+    }
+
     @Test func aFiltersMetricIsOnTheAdminEndpoint() async throws {
         let count = WasmFilter.wat(
             imports: """

@@ -210,12 +210,11 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         }
     }
 
-    /// The try's response head arrived: held whole when the validators read
-    /// bodies, judged from the head when there are validators or a retry
-    /// policy, else forwarded.
-    mutating func responseHead(_ head: ResponseHead, validatorsReadBodies: Bool) -> HeadAction {
-        guard retry != nil else { return .forward }
-        guard validatorsReadBodies else { return .judge }
+    /// The try's response head arrived: held whole when something reads the
+    /// body (a validator, a filter), judged from the head when there are
+    /// validators or a retry policy, else forwarded.
+    mutating func responseHead(_ head: ResponseHead, holdsBody: Bool) -> HeadAction {
+        guard holdsBody else { return retry == nil ? .forward : .judge }
         if case .awaitingHead(let t) = state { state = .holding(t, head: head, body: []) }
         return .hold
     }

@@ -5,7 +5,7 @@ import Rewriter
 /// made without I/O: its head, its body, and whether the connection stays.
 struct OwnAnswer {
     var head: ResponseHead
-    let body: [UInt8]
+    var body: [UInt8]
     let keepAlive: Bool
     /// A HEAD request's answer has no body.
     let writesBody: Bool

@@ -55,15 +55,18 @@ extension ProxyHandler {
                 close: call.streams)
     }
 
-    /// The answer's head through the filters, last first; a filter's own
-    /// answer replaces it (returned, to be written instead).
-    func filterResponse(_ head: inout ResponseHead, _ call: Call) -> OwnAnswer? {
+    /// The answer's head, and its whole body when it was held, through the
+    /// filters, last first; a filter's own answer replaces it (returned, to
+    /// be written instead). A body they changed gets its length anew.
+    func filterResponse(_ head: inout ResponseHead, body: inout [UInt8]?, _ call: Call) -> OwnAnswer? {
         guard let filters = call.filters else { return nil }
         var fields: FilterExchange.Fields = head.headers.map { ($0.name, $0.value) }
-        switch filters.response(status: Int(head.status.code), headers: &fields) {
+        let original = body
+        switch filters.response(status: Int(head.status.code), headers: &fields, body: &body) {
         case .proceed:
             var headers = HeaderList()
             for field in fields { headers.add(field.name, field.value) }
+            if let body, body != original!, headers.contains("Content-Length") { headers.set("Content-Length", String(body.count)) }
             head.headers = headers
             return nil
         case .answer(let local):

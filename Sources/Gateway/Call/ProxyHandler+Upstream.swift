@@ -7,8 +7,17 @@ extension ProxyHandler {
     /// Lets a held answer through as it is: its head, what was held of the
     /// body, and from now on the rest as it arrives (too large to hold, or
     /// the validators accepted it).
-    func releaseHeldResponse(_ head: ResponseHead, body: [UInt8]) {
-        guard writeHead(head) else { return }
+    func releaseHeldResponse(_ head: ResponseHead, body: [UInt8], whole: Bool) {
+        var head = head, body = body
+        // The route's filters read the whole body (not one too large to hold: it streams past them).
+        let filtersBody = whole && call?.filters != nil
+        if filtersBody, let call {
+            prepare(&head, call)
+            var held: [UInt8]? = body
+            if let answer = filterResponse(&head, body: &held, call) { return replaceResponse(with: answer, call) }
+            body = held ?? body
+        }
+        guard writeHead(head, prepared: filtersBody) else { return }
         if !body.isEmpty {
             log.bytes += body.count
             client.write(.body(client.allocator.buffer(bytes: body)))
@@ -155,7 +164,7 @@ extension ProxyHandler {
         if let sentAt = log.sentAt { log.firstByte = now - sentAt }
         // The call read once: each `call?.` retains and releases it.
         guard let call else { return }
-        switch machine.responseHead(upstreamHead, validatorsReadBodies: call.route.validatorsReadBodies || shared.validatorsReadBodies) {
+        switch machine.responseHead(upstreamHead, holdsBody: call.route.readsResponseBodies || shared.validatorsReadBodies) {
         case .hold:
             return
         case .judge:
@@ -169,23 +178,37 @@ extension ProxyHandler {
     /// The response's head goes to the client, edited in place: handed over,
     /// not shared, it is not copied. Returns false when a filter answered
     /// instead (the upstream's answer is dropped with its connection).
+    /// `prepared`: edited for the client and through the route's filters already (with its body).
     @discardableResult
-    func writeHead(_ upstreamHead: consuming ResponseHead) -> Bool {
+    func writeHead(_ upstreamHead: consuming ResponseHead, prepared: Bool = false) -> Bool {
         guard let call else { return false }
         // Moved, not copied: a second reference would make its first edit copy every field.
         var head = consume upstreamHead
-        head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || exchange.quiescing)
-        if call.filters != nil, let answer = filterResponse(&head, call) {
-            call.connection?.abandon()
-            endCall()
-            endStreaming()
-            write(answer)
-            return false
+        if !prepared {
+            prepare(&head, call)
+            var none: [UInt8]?
+            if call.filters != nil, let answer = filterResponse(&head, body: &none, call) {
+                replaceResponse(with: answer, call)
+                return false
+            }
         }
         machine.responseHeadForwarded()
         call.perTryTimer?.cancel()
         client.write(.head(head))
         return true
+    }
+
+    private func prepare(_ head: inout ResponseHead, _ call: Call) {
+        head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || exchange.quiescing)
+    }
+
+    /// A filter answered instead of the upstream: its connection, which may
+    /// still carry the rest of the upstream's answer, is dropped.
+    private func replaceResponse(with answer: OwnAnswer, _ call: Call) {
+        call.connection?.abandon()
+        endCall()
+        endStreaming()
+        write(answer)
     }
 
     /// The built-in echo answers a call that went through the route's
@@ -196,7 +219,9 @@ extension ProxyHandler {
         log.upstreamStatus = 200
         var answer = OwnAnswer(echoing: call.request, requestID: call.requestID, rules: call.route.config.responseHeaders,
                                to: call.requestHead, close: exchange.quiescing)
-        let replaced = call.filters == nil ? nil : filterResponse(&answer.head, call)
+        var body: [UInt8]? = answer.body
+        let replaced = call.filters == nil ? nil : filterResponse(&answer.head, body: &body, call)
+        answer.body = body ?? answer.body
         endCall()
         write(replaced ?? answer)
     }
@@ -205,7 +230,7 @@ extension ProxyHandler {
         guard let call, !machine.isDraining else { return }
         if machine.isHolding {
             if let held = machine.heldBody(buffer, limit: shared.config.limits.maxResponseBodyBytes) {
-                releaseHeldResponse(held.head, body: held.body)
+                releaseHeldResponse(held.head, body: held.body, whole: false)
             }
             return
         }
@@ -225,7 +250,7 @@ extension ProxyHandler {
         case .judgeHeld(let head, let body):
             let status = Int(head.status.code)
             if decide(.response(status: status, headers: head.headers, body: body), upstreamStatus: status, responseComplete: true) { return }
-            releaseHeldResponse(head, body: body)
+            releaseHeldResponse(head, body: body, whole: true)
         case .finish:
             break
         }

@@ -134,26 +134,40 @@ final class FilterRun {
     }
 
     /// The response's head through the filters that saw the request, last
-    /// first. Returns a local answer that replaces it, if one did.
-    func response(status: Int, headers: inout FilterExchange.Fields) -> Outcome {
+    /// first, then its body (when it was held whole: `body` not nil) through
+    /// those that read bodies. Returns a local answer that replaces it, if
+    /// one did.
+    func response(status: Int, headers: inout FilterExchange.Fields, body: inout [UInt8]?) -> Outcome {
         exchange.responseHeaders = [(":status", String(status))] + headers
-        for index in contexts.indices.reversed() {
-            guard let (vm, context) = contexts[index] else { continue }
-            vm.effectiveContext = context
-            do throws(FilterFailure) {
-                _ = try vm.call("proxy_on_response_headers", [context, UInt32(exchange.responseHeaders.count), 0])
-            } catch {
-                contexts[index] = nil
-                guard filters[index].failOpen else {
-                    onFailure(error, false)
-                    return .failed(error)
+        exchange.responseBody = body ?? []
+        let endOfStream: UInt32 = body?.isEmpty == true ? 1 : 0
+        for callback in ["proxy_on_response_headers", "proxy_on_response_body"] {
+            for index in contexts.indices.reversed() {
+                guard let (vm, context) = contexts[index] else { continue }
+                let arguments: [UInt32]
+                if callback == "proxy_on_response_headers" {
+                    arguments = [context, UInt32(exchange.responseHeaders.count), endOfStream]
+                } else {
+                    guard body?.isEmpty == false, vm.exports(callback) else { continue }
+                    arguments = [context, UInt32(exchange.responseBody.count), 1]
                 }
-                onFailure(error, true)
+                vm.effectiveContext = context
+                do throws(FilterFailure) {
+                    _ = try vm.call(callback, arguments)
+                } catch {
+                    contexts[index] = nil
+                    guard filters[index].failOpen else {
+                        onFailure(error, false)
+                        return .failed(error)
+                    }
+                    onFailure(error, true)
+                }
+                exchange.pending = nil
+                if let local = exchange.localResponse { return .answer(local) }
             }
-            exchange.pending = nil
-            if let local = exchange.localResponse { return .answer(local) }
         }
         headers = exchange.responseHeaders.filter { !$0.name.hasPrefix(":") }
+        if body != nil { body = exchange.responseBody }
         return .proceed
     }
 

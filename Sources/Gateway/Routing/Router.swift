@@ -14,8 +14,8 @@ public final class Route: Sendable {
     /// it streams upstream as it arrives, unless the method may be retried
     /// (`streamsBody(method:)`).
     private let nothingReadsBody: Bool
-    /// A validator of the route reads response bodies: they are held whole.
-    let validatorsReadBodies: Bool
+    /// A validator or filter of the route reads response bodies: they are held whole.
+    let readsResponseBodies: Bool
     /// The route has a retry policy or validators: its tries are judged.
     let judgesTries: Bool
     /// Shared by every call of the route, on every event loop.
@@ -43,7 +43,8 @@ public final class Route: Sendable {
             for case .refresh(let spec) in [validator.then, validator.otherwise] where !specs.contains(spec) { specs.append(spec) }
         }
         refreshers = specs.compactMap { spec in upstreams(spec.upstream).map { state.refresher(route: config.name, spec: spec, upstream: $0) } }
-        validatorsReadBodies = config.validate.contains(where: \.readsBody)
+        readsResponseBodies = config.validate.contains(where: \.readsBody)
+            || filters.contains { $0.module.exports.contains("proxy_on_response_body") }
         judgesTries = config.retry != nil || !config.validate.isEmpty
         // A filter that reads request bodies gets the body whole.
         nothingReadsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
