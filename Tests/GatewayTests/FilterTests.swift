@@ -266,6 +266,52 @@ import Testing
         #expect(metrics.contains("# HELP gatewayd_filter_signed_calls "))
     }
 
+    @Test func aReloadSwapsModulesAndACallInFlightFinishesOnItsOwnVM() async throws {
+        // Filter "a" waits for an auth call, then marks the request; "b" marks it at once.
+        let call = WasmFilter.map([(":method", "GET"), (":path", "/slow"), (":authority", "auth")])
+        let callSize = 4 + 3 * 8 + (7 + 1 + 3 + 1) + (5 + 1 + 5 + 1) + (10 + 1 + 4 + 1)
+        func marking(_ mark: String, waits: Bool) -> String {
+            WasmFilter.wat(
+                imports: """
+                    (import "env" "proxy_http_call" (func $call (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+                    (import "env" "proxy_continue_stream" (func $continue (param i32) (result i32)))
+                    (import "env" "proxy_add_header_map_value" (func $add (param i32 i32 i32 i32 i32) (result i32)))
+                    """,
+                data: #"(data (i32.const 100) "auth") (data (i32.const 200) "\#(call)") (data (i32.const 600) "x-filter") (data (i32.const 700) "\#(mark)")"#,
+                """
+                (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+                  \(waits ? """
+                      (drop (call $call (i32.const 100) (i32.const 4) (i32.const 200) (i32.const \(callSize)) (i32.const 0) (i32.const 0)
+                        (i32.const 0) (i32.const 0) (i32.const 5000) (i32.const 500)))
+                      (i32.const 1))
+                      """ : """
+                      (drop (call $add (i32.const 0) (i32.const 600) (i32.const 8) (i32.const 700) (i32.const 1)))
+                      (i32.const 0))
+                      """)
+                (func (export "proxy_on_http_call_response") (param i32 i32 i32 i32 i32)
+                  (drop (call $add (i32.const 0) (i32.const 600) (i32.const 8) (i32.const 700) (i32.const 1)))
+                  (drop (call $continue (i32.const 0))))
+                """)
+        }
+        let auth = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("ok".utf8), delay: .milliseconds(600)) }
+        let authPort = try await auth.start()
+        let app = RecordingUpstream()
+        let appPort = try await app.start()
+        let upstreams = "  app: {url: http://127.0.0.1:\(appPort)}\n  auth: {url: http://127.0.0.1:\(authPort)}"
+        let before = try Self.config([("mark", marking("a", waits: true), "")], routes: "  - {name: app, upstream: app, filters: [mark]}",
+                                     upstreams: upstreams)
+        let gateway = try await GatewayHarness.start(before)
+        async let inFlight = curlDetached(["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/first"])
+        #expect(await eventually(timeout: 5) { auth.requests.count == 1 })
+        let after = try Self.config([("mark", marking("b", waits: false), "")], routes: "  - {name: app, upstream: app, filters: [mark]}",
+                                    upstreams: upstreams)
+        try await gateway.server.reload(try ConfigLoader.load(yaml: after, file: "test.yaml").config)
+        #expect(try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/second"]).text == "200")
+        #expect(try await inFlight.text == "200")
+        let marks = Dictionary(uniqueKeysWithValues: app.requests.map { ($0.uri, $0.header("x-filter")) })
+        #expect(marks == ["/first": ["a"], "/second": ["b"]])
+    }
+
     /// Debian's clang, lld and wasi-libc (scripts/test installs them).
     static let clang = ["/usr/bin/clang-14", "/usr/bin/clang"].first { FileManager.default.isExecutableFile(atPath: $0) }
 

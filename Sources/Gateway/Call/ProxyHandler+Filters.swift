@@ -59,7 +59,7 @@ extension ProxyHandler {
     /// filters, last first; a filter's own answer replaces it (returned, to
     /// be written instead). A body they changed gets its length anew.
     func filterResponse(_ head: inout ResponseHead, body: inout [UInt8]?, _ call: Call) -> OwnAnswer? {
-        guard let filters = call.filters else { return nil }
+        guard let filters = call.filters, filters.readsResponses else { return nil }
         var fields: FilterExchange.Fields = head.headers.map { ($0.name, $0.value) }
         let original = body
         switch filters.response(status: Int(head.status.code), headers: &fields, body: &body) {

@@ -133,6 +133,12 @@ final class FilterRun {
         completion(outcome)
     }
 
+    /// Whether a filter of the call has a response callback: without one,
+    /// the response is not converted for them.
+    var readsResponses: Bool {
+        contexts.contains { $0.map { $0.vm.exports("proxy_on_response_headers") || $0.vm.exports("proxy_on_response_body") } ?? false }
+    }
+
     /// The response's head through the filters that saw the request, last
     /// first, then its body (when it was held whole: `body` not nil) through
     /// those that read bodies. Returns a local answer that replaces it, if

@@ -10,6 +10,12 @@ final class FilterVM {
     let filter: FilterConfig
     let services: FilterServices
     private let store: Store
+    /// The interpreter's stacks, kept: each invoke otherwise allocates (and
+    /// frees) one of `stackSize` bytes. A callback runs on the first; an
+    /// allocation the host asks for inside it runs on the second.
+    private var stack: ExecutionStack
+    private var nestedStack: ExecutionStack
+    private var depth = 0
     private var instance: Instance?
     private(set) var memory: GuestMemory?
     private var allocator: Function?
@@ -38,8 +44,11 @@ final class FilterVM {
         self.services = services
         var configuration = EngineConfiguration(fuelMetering: true)
         configuration.stackSize = 1 << 18
-        store = Store(engine: Engine(configuration: configuration))
+        let engine = Engine(configuration: configuration)
+        store = Store(engine: engine)
         store.resourceLimiter = MemoryCap(bytes: filter.maxMemory)
+        stack = ExecutionStack(engine: engine)
+        nestedStack = ExecutionStack(engine: engine)
     }
 
     /// The module instantiated and started, its root context configured
@@ -60,9 +69,12 @@ final class FilterVM {
             guard let host = Self.hostFunction(module: item.module, name: item.name) else {
                 throw FilterFailure(filter.name, "imports \(item.module).\(item.name), which gatewayd does not provide")
             }
-            imports.define(module: item.module, name: item.name, Function(store: store, type: type) { [unowned self] caller, arguments in
-                let status = try host(self, Arguments(arguments))
-                return type.results.isEmpty ? [] : [type.results[0] == .i64 ? .i64(UInt64(UInt32(bitPattern: status))) : .i32(UInt32(bitPattern: status))]
+            // The raw form: no array is allocated for the arguments or the result of a call.
+            let wide = type.results.first == .i64
+            imports.define(module: item.module, name: item.name, Function(store: store, parameters: type.parameters, results: type.results) {
+                [unowned self] _, arguments, results in
+                let status = UInt32(bitPattern: try host(self, Arguments(arguments)))
+                if !results.isEmpty { results[0] = wide ? .i64(UInt64(status)) : .i32(status) }
             })
         }
         let instance: Instance
@@ -111,7 +123,7 @@ final class FilterVM {
         }
         store.fuel = Fuel(remaining: filter.fuel)
         do {
-            let results = try function.invoke(values)
+            let results = try invoke(function, values)
             if case .i32(let value)? = results.first { return value }
             return results.isEmpty ? nil : 0
         } catch {
@@ -124,8 +136,19 @@ final class FilterVM {
     /// `size` bytes of the guest's memory from its allocator (0 when it failed).
     func allocate(_ size: Int) throws -> UInt32 {
         guard let allocator, let size = UInt32(exactly: size) else { return 0 }
-        guard case .i32(let address)? = try allocator.invoke([.i32(size)]).first else { return 0 }
+        guard case .i32(let address)? = try invoke(allocator, [.i32(size)]).first else { return 0 }
         return address
+    }
+
+    /// Runs `function` on the kept stack of its depth (a fresh one deeper down).
+    private func invoke(_ function: Function, _ arguments: [Value]) throws -> [Value] {
+        depth += 1
+        defer { depth -= 1 }
+        switch depth {
+        case 1: return try function.invoke(arguments, on: &stack)
+        case 2: return try function.invoke(arguments, on: &nestedStack)
+        default: return try function.invoke(arguments)
+        }
     }
 
     /// Hands `bytes` to the guest: copied into memory from its allocator, the
@@ -213,27 +236,31 @@ final class MemoryCap: ResourceLimiter {
     func limitTableGrowth(to desired: Int) throws -> Bool { desired <= 1_000_000 }
 }
 
-/// A host function's arguments as unsigned 32-bit values (an i64 is read in full where one is expected).
+/// A host function's arguments as unsigned 32-bit values (an i64 is read
+/// in full where one is expected), held inline: a host call allocates nothing
+/// for them.
 struct Arguments {
-    let values: [Value]
+    private var values = InlineArray<12, UInt64>(repeating: 0)
+    private var count = 0
 
-    init(_ values: [Value]) { self.values = values }
-
-    subscript(_ index: Int) -> UInt32 {
-        guard index < values.count else { return 0 }
-        switch values[index] {
-        case .i32(let value): return value
-        case .i64(let value): return UInt32(truncatingIfNeeded: value)
-        default: return 0
-        }
+    init(_ values: UnsafeBufferPointer<Value>) {
+        for value in values.prefix(12) { append(value) }
     }
 
-    func wide(_ index: Int) -> UInt64 {
-        guard index < values.count else { return 0 }
-        switch values[index] {
-        case .i32(let value): return UInt64(value)
-        case .i64(let value): return value
-        default: return 0
-        }
+    init(_ values: [Value]) {
+        for value in values.prefix(12) { append(value) }
     }
+
+    private mutating func append(_ value: Value) {
+        switch value {
+        case .i32(let v): values[count] = UInt64(v)
+        case .i64(let v): values[count] = v
+        default: values[count] = 0
+        }
+        count += 1
+    }
+
+    subscript(_ index: Int) -> UInt32 { index < count ? UInt32(truncatingIfNeeded: values[index]) : 0 }
+
+    func wide(_ index: Int) -> UInt64 { index < count ? values[index] : 0 }
 }
