@@ -119,7 +119,6 @@ extension EmbeddingTests {
     }
 }
 
-/// A LogHandler that keeps each line's metadata as strings.
 /// An embedder's access lines (JSON), read back as text values.
 final class AccessLines: Sendable {
     private let bytes = NIOLockedValueBox<[UInt8]>([])

@@ -97,6 +97,12 @@ import WasmKit
         #expect(try host(vm, "proxy_get_header_map_value", 0, end - 2, 5, 1000, 1004) == Self.invalidMemory)
         #expect(try host(vm, "proxy_get_header_map_pairs", 0, end - 2, 1004) == Self.invalidMemory)
         #expect(try host(vm, "proxy_add_header_map_value", 0, 0xFFFF_FFF0, 0xFFFF, 2100, value) == Self.invalidMemory)
+        // A field that could not be written as HTTP is refused when written (no request smuggled through a filter).
+        let split = put(vm, "a\r\nX-Evil: 1", at: 4000)
+        #expect(try host(vm, "proxy_add_header_map_value", 0, 2200, added, 4000, split) == Self.badArgument)
+        let badPath = put(vm, "/a b", at: 4100)
+        #expect(try host(vm, "proxy_replace_header_map_value", 0, 2300, path, 4100, badPath) == Self.badArgument)
+        #expect(exchange.requestHeaders.map(\.name) == ["a", "b"])
     }
 
     @Test func buffersAreSlicedReplacedAndMeasured() throws {
@@ -236,20 +242,20 @@ import WasmKit
         let vm = try vm(grow, maxMemory: 1 << 20)
         let context = try vm.open(FilterExchange(requestHeaders: [], requestBody: [], info: Self.info))
         do {
-            _ = try vm.call("proxy_on_request_headers", [context, 0, 1])
+            _ = try vm.call(.requestHeaders, [context, 0, 1])
             Issue.record("the cap is enforced")
         } catch {
             #expect(error.reason.hasPrefix("max_memory reached"))
         }
         #expect(vm.broken != nil)
         // A broken VM runs nothing more.
-        #expect(throws: FilterFailure.self) { try vm.call("proxy_on_context_create", [9, 1]) }
+        #expect(throws: FilterFailure.self) { try vm.call(.contextCreate, [9, 1]) }
         let exits = WasmFilter.wat(imports: #"(import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))"#, """
             (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) (call $exit (i32.const 3)) (i32.const 0))
             """)
         let exiting = try self.vm(exits)
         do {
-            _ = try exiting.call("proxy_on_request_headers", [2, 0, 1])
+            _ = try exiting.call(.requestHeaders, [2, 0, 1])
             Issue.record("proc_exit ends the VM")
         } catch {
             #expect(error.reason == "proc_exit(3)")
@@ -279,7 +285,7 @@ import WasmKit
             """
         let legacy = try self.vm(old)
         #expect(legacy.filter.module.abiVersion == "proxy_abi_version_0_1_0")
-        #expect(try legacy.call("proxy_on_request_headers", [5, 3, 1]) == 0)
+        #expect(try legacy.call(.requestHeaders, [5, 3, 1]) == 0)
         #expect(legacy.memory!.readUInt32(100) == 5 && legacy.memory!.readUInt32(104) == 3)
     }
 }

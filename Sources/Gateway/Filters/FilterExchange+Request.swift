@@ -11,15 +11,15 @@ extension FilterExchange {
         self.init(requestHeaders: fields, requestBody: request.body ?? [], info: info)
     }
 
-    /// The request as the filters left it: method, target and authority
-    /// from the pseudo-fields, the other fields in their order, and a
-    /// buffered body framed anew (its length recomputed).
+    /// The request as the filters left it, when one changed it: method,
+    /// target and authority from the pseudo-fields, the other fields in their
+    /// order, and a buffered body framed anew (its length recomputed).
     func apply(to request: inout UpstreamRequest, streams: Bool) {
+        guard requestEdited else { return }
         var headers = HeaderList()
-        for field in requestHeaders where !field.name.hasPrefix(":") {
+        for field in requestHeaders where field.name.utf8.first != UInt8(ascii: ":") {
             // Framing stays the gateway's, true to the bytes sent, whatever a filter did.
-            let name = field.name.lowercased()
-            if name == "content-length" || name == "transfer-encoding" { continue }
+            if HeaderList.equalNames(field.name, "Content-Length") || HeaderList.equalNames(field.name, "Transfer-Encoding") { continue }
             headers.add(field.name, field.value)
         }
         if let authority = Self.value(":authority", in: requestHeaders), !authority.isEmpty { headers.set("Host", authority) }

@@ -1,3 +1,5 @@
+import Rewriter
+
 /// One call as its filters see and edit it: the request and response
 /// header maps (with the pseudo-fields Envoy's carry), the bodies, what a
 /// filter answered in the upstream's stead, and the call's properties.
@@ -13,6 +15,8 @@ final class FilterExchange {
     /// A filter answered the client itself (`proxy_send_local_response`).
     var localResponse: LocalResponse?
     let info: FilterCallInfo
+    /// A filter changed the request (its fields or its body): it is rebuilt from them.
+    var requestEdited = false
     /// Properties the filters set (`proxy_set_property`), by path.
     var setProperties: [String: [UInt8]] = [:]
     /// What a filter asked of the stream in its last callback (continue,
@@ -65,7 +69,9 @@ final class FilterExchange {
     /// Replaces a map the call carries; false for one it does not.
     func setFields(_ map: ProxyWasm.MapType, _ fields: Fields) -> Bool {
         switch map {
-        case .requestHeaders: requestHeaders = fields
+        case .requestHeaders:
+            requestHeaders = fields
+            requestEdited = true
         case .requestTrailers: requestTrailers = fields
         case .responseHeaders: responseHeaders = fields
         case .responseTrailers: responseTrailers = fields
@@ -76,7 +82,7 @@ final class FilterExchange {
 
     /// The first value of `name` (case-insensitive, as HTTP field names are).
     static func value(_ name: String, in fields: Fields) -> String? {
-        fields.first { $0.name.lowercased() == name.lowercased() }?.value
+        fields.first { HeaderList.equalNames($0.name, name) }?.value
     }
 }
 

@@ -56,12 +56,12 @@ final class FilterRun {
                 if !headersDone {
                     headersDone = true
                     let endOfStream: UInt32 = exchange.requestBody.isEmpty ? 1 : 0
-                    let action = try vm.call("proxy_on_request_headers", [context, UInt32(exchange.requestHeaders.count), endOfStream])
+                    let action = try vm.call(.requestHeaders, [context, UInt32(exchange.requestHeaders.count), endOfStream])
                     if stop(after: action) { return }
                 }
-                if !bodyDone, !exchange.requestBody.isEmpty, vm.exports("proxy_on_request_body") {
+                if !bodyDone, !exchange.requestBody.isEmpty, vm.exports(.requestBody) {
                     bodyDone = true
-                    let action = try vm.call("proxy_on_request_body", [context, UInt32(exchange.requestBody.count), 1])
+                    let action = try vm.call(.requestBody, [context, UInt32(exchange.requestBody.count), 1])
                     if stop(after: action) { return }
                 }
             } catch {
@@ -136,7 +136,7 @@ final class FilterRun {
     /// Whether a filter of the call has a response callback: without one,
     /// the response is not converted for them.
     var readsResponses: Bool {
-        contexts.contains { $0.map { $0.vm.exports("proxy_on_response_headers") || $0.vm.exports("proxy_on_response_body") } ?? false }
+        contexts.contains { $0.map { $0.vm.exports(.responseHeaders) || $0.vm.exports(.responseBody) } ?? false }
     }
 
     /// The response's head through the filters that saw the request, last
@@ -147,11 +147,11 @@ final class FilterRun {
         exchange.responseHeaders = [(":status", String(status))] + headers
         exchange.responseBody = body ?? []
         let endOfStream: UInt32 = body?.isEmpty == true ? 1 : 0
-        for callback in ["proxy_on_response_headers", "proxy_on_response_body"] {
+        for callback in [FilterVM.Callback.responseHeaders, .responseBody] {
             for index in contexts.indices.reversed() {
                 guard let (vm, context) = contexts[index] else { continue }
                 let arguments: [UInt32]
-                if callback == "proxy_on_response_headers" {
+                if callback == .responseHeaders {
                     arguments = [context, UInt32(exchange.responseHeaders.count), endOfStream]
                 } else {
                     guard body?.isEmpty == false, vm.exports(callback) else { continue }

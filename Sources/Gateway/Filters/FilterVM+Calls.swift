@@ -40,7 +40,7 @@ extension FilterVM {
         let headerCount = UInt32(httpCallResponse?.headers.count ?? 0)
         let bodySize = UInt32(callbackBuffers[.httpCallResponseBody]?.count ?? 0)
         do {
-            try call("proxy_on_http_call_response", [rootContext, id, headerCount, bodySize, 0])
+            try call(.httpCallResponse, [rootContext, id, headerCount, bodySize, 0])
         } catch {
             exchange?.pending = nil
             exchange?.resume?(.failed(error))
@@ -61,7 +61,7 @@ extension FilterVM {
         guard tickPeriod != nil, broken == nil else { return false }
         effectiveContext = rootContext
         do {
-            try call("proxy_on_tick", [rootContext])
+            try call(.tick, [rootContext])
         } catch {
             services.logger.error("tick failed", metadata: ["filter": .string(filter.name), "reason": .string(error.reason)])
             return false

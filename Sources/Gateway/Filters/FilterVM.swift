@@ -19,7 +19,8 @@ final class FilterVM {
     private var instance: Instance?
     private(set) var memory: GuestMemory?
     private var allocator: Function?
-    private var callbacks: [String: Function] = [:]
+    /// The module's callbacks, by `Callback` (nil: not exported).
+    private var callbacks: [Function?] = Array(repeating: nil, count: Callback.allCases.count)
     /// The root (plugin) context's id; HTTP contexts count up from it.
     let rootContext: UInt32 = 1
     private var lastContext: UInt32 = 1
@@ -87,35 +88,59 @@ final class FilterVM {
         guard let memory = instance.exports[memory: "memory"] else { throw FilterFailure(filter.name, "exports no memory") }
         self.memory = GuestMemory(memory: memory)
         allocator = instance.exports[function: "proxy_on_memory_allocate"] ?? instance.exports[function: "malloc"]
-        for case (let name, .function(let function)) in instance.exports where name.hasPrefix("proxy_on_") || name.hasPrefix("_") || name == "main" {
-            callbacks[name] = function
-        }
+        for callback in Callback.allCases { callbacks[callback.rawValue] = instance.exports[function: callback.name] }
         // A reactor (`_initialize`, then `main` if any) or a command (`_start`).
-        if callbacks["_initialize"] != nil {
-            try call("_initialize", [])
-            if let main = callbacks["main"], main.type.parameters.count == 2 { try call("main", [0, 0]) }
-        } else if callbacks["_start"] != nil {
-            try call("_start", [])
+        if exports(.initialize) {
+            try call(.initialize, [])
+            if callbacks[Callback.main.rawValue]?.type.parameters.count == 2 { try call(.main, [0, 0]) }
+        } else if exports(.start) {
+            try call(.start, [])
         }
-        try call("proxy_on_context_create", [rootContext, 0])
+        try call(.contextCreate, [rootContext, 0])
         callbackBuffers[.vmConfiguration] = []
-        if try call("proxy_on_vm_start", [rootContext, 0]) == 0 { throw FilterFailure(filter.name, "proxy_on_vm_start returned false") }
+        if try call(.vmStart, [rootContext, 0]) == 0 { throw FilterFailure(filter.name, "proxy_on_vm_start returned false") }
         callbackBuffers = [.pluginConfiguration: filter.configuration]
         defer { callbackBuffers = [:] }
-        if try call("proxy_on_configure", [rootContext, UInt32(clamping: filter.configuration.count)]) == 0 {
+        if try call(.configure, [rootContext, UInt32(clamping: filter.configuration.count)]) == 0 {
             throw FilterFailure(filter.name, "proxy_on_configure returned false")
         }
     }
 
-    /// Whether the module exports a callback.
-    func exports(_ name: String) -> Bool { callbacks[name] != nil }
+    /// The callbacks the host calls, by their export names.
+    enum Callback: Int, CaseIterable {
+        case initialize, main, start, contextCreate, vmStart, configure, requestHeaders, requestBody, responseHeaders, responseBody, done, log,
+            delete, tick, httpCallResponse
 
-    /// Runs callback `name` (nil: not exported) with a fresh fuel budget.
+        var name: String {
+            switch self {
+            case .initialize: "_initialize"
+            case .main: "main"
+            case .start: "_start"
+            case .contextCreate: "proxy_on_context_create"
+            case .vmStart: "proxy_on_vm_start"
+            case .configure: "proxy_on_configure"
+            case .requestHeaders: "proxy_on_request_headers"
+            case .requestBody: "proxy_on_request_body"
+            case .responseHeaders: "proxy_on_response_headers"
+            case .responseBody: "proxy_on_response_body"
+            case .done: "proxy_on_done"
+            case .log: "proxy_on_log"
+            case .delete: "proxy_on_delete"
+            case .tick: "proxy_on_tick"
+            case .httpCallResponse: "proxy_on_http_call_response"
+            }
+        }
+    }
+
+    /// Whether the module exports a callback.
+    func exports(_ callback: Callback) -> Bool { callbacks[callback.rawValue] != nil }
+
+    /// Runs `callback` (nil: not exported) with a fresh fuel budget.
     /// Older ABIs take fewer arguments: only as many as the export declares are passed.
     @discardableResult
-    func call(_ name: String, _ arguments: [UInt32]) throws(FilterFailure) -> UInt32? {
+    func call(_ callback: Callback, _ arguments: [UInt32]) throws(FilterFailure) -> UInt32? {
         if let broken { throw FilterFailure(filter.name, broken) }
-        guard let function = callbacks[name] else { return nil }
+        guard let function = callbacks[callback.rawValue] else { return nil }
         let parameters = function.type.parameters
         let values: [Value] = parameters.indices.map { index in
             let argument = index < arguments.count ? arguments[index] : 0
@@ -169,7 +194,7 @@ final class FilterVM {
         lastContext &+= 1
         if lastContext <= rootContext { lastContext = rootContext + 1 }
         exchanges[lastContext] = exchange
-        try call("proxy_on_context_create", [lastContext, rootContext])
+        try call(.contextCreate, [lastContext, rootContext])
         return lastContext
     }
 
@@ -180,9 +205,9 @@ final class FilterVM {
             return
         }
         effectiveContext = context
-        _ = try? call("proxy_on_done", [context])
-        _ = try? call("proxy_on_log", [context])
-        _ = try? call("proxy_on_delete", [context])
+        _ = try? call(.done, [context])
+        _ = try? call(.log, [context])
+        _ = try? call(.delete, [context])
         exchanges[context] = nil
     }
 

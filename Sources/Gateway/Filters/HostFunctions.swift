@@ -1,5 +1,6 @@
 import Glibc
 import Logging
+import Rewriter
 
 /// The functions gatewayd provides to a filter, by import name: the
 /// Proxy-Wasm ABI (v0.2.1, v0.2.0 and v0.1.0's extra names) and the WASI
@@ -77,6 +78,7 @@ extension FilterVM {
         "proxy_set_header_map_pairs": { vm, a in
             guard let bytes = vm.memory?.read(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
             guard let pairs = ProxyWasm.deserialize(bytes) else { return status(.parseFailure) }
+            guard pairs.allSatisfy(FilterVM.isWritable) else { return status(.badArgument) }
             return vm.editFields(a[0]) { $0 = pairs }.rawValue
         },
         "proxy_get_header_map_value": { vm, a in
@@ -89,26 +91,28 @@ extension FilterVM {
             guard let key = vm.memory?.readString(a[1], count: a[2]), let value = vm.memory?.readString(a[3], count: a[4]) else {
                 return status(.invalidMemoryAccess)
             }
+            guard FilterVM.isWritable((key, value)) else { return status(.badArgument) }
             return vm.editFields(a[0]) { $0.append((key.lowercased(), value)) }.rawValue
         },
         "proxy_replace_header_map_value": { vm, a in
             guard let key = vm.memory?.readString(a[1], count: a[2]), let value = vm.memory?.readString(a[3], count: a[4]) else {
                 return status(.invalidMemoryAccess)
             }
+            guard FilterVM.isWritable((key, value)) else { return status(.badArgument) }
             return vm.editFields(a[0]) { fields in
-                let name = key.lowercased()
-                if let index = fields.firstIndex(where: { $0.name.lowercased() == name }) {
-                    fields[index].value = value
-                    fields.removeAll { $0.name.lowercased() == name && $0.value != value }
-                    if !fields.contains(where: { $0.name.lowercased() == name }) { fields.append((name, value)) }
-                } else {
-                    fields.append((name, value))
+                // The first field of the name takes the value; the others go.
+                guard let index = fields.firstIndex(where: { HeaderList.equalNames($0.name, key) }) else { return fields.append((key.lowercased(), value)) }
+                fields[index].value = value
+                var position = fields.count - 1
+                while position > index {
+                    if HeaderList.equalNames(fields[position].name, key) { fields.remove(at: position) }
+                    position -= 1
                 }
             }.rawValue
         },
         "proxy_remove_header_map_value": { vm, a in
             guard let key = vm.memory?.readString(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
-            return vm.editFields(a[0]) { fields in fields.removeAll { $0.name.lowercased() == key.lowercased() } }.rawValue
+            return vm.editFields(a[0]) { fields in fields.removeAll { HeaderList.equalNames($0.name, key) } }.rawValue
         },
         // Streams
         "proxy_continue_stream": { vm, a in
@@ -137,7 +141,7 @@ extension FilterVM {
                 let headerBytes = memory.read(a[5], count: a[6])
             else { return status(.invalidMemoryAccess) }
             guard let headers = ProxyWasm.deserialize(headerBytes) else { return status(.parseFailure) }
-            guard (200...599).contains(a[0]) else { return status(.badArgument) }
+            guard (200...599).contains(a[0]), headers.allSatisfy(FilterVM.isWritable) else { return status(.badArgument) }
             guard let exchange = vm.exchange else { return status(.notFound) }
             exchange.localResponse = .init(status: Int(a[0]), details: details, body: body, headers: headers, filter: vm.filter.name)
             return status(.ok)
@@ -281,7 +285,9 @@ extension FilterVM {
             return .ok
         }
         switch type {
-        case .requestBody: return edit(&exchange.requestBody)
+        case .requestBody:
+            exchange.requestEdited = true
+            return edit(&exchange.requestBody)
         case .responseBody: return edit(&exchange.responseBody)
         default: return .badArgument
         }
@@ -292,6 +298,19 @@ extension FilterVM {
         if type == .httpCallResponseHeaders { return httpCallResponse?.headers }
         if type == .httpCallResponseTrailers { return httpCallResponse?.trailers }
         return exchange?.fields(type)
+    }
+
+    /// Whether a field a filter writes can go on the wire as it is: a field
+    /// name and value (an Envoy pseudo-field's value for `:path` a target,
+    /// for `:method` a token). Checked when written, so the request and
+    /// response need no pass over every field afterwards.
+    static func isWritable(_ field: (name: String, value: String)) -> Bool {
+        switch field.name {
+        case ":path": field.value.utf8.first == UInt8(ascii: "/") && field.value.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
+        case ":method": HeaderList.isValidName(field.value)
+        case ":authority", ":scheme", ":status": HeaderList.isValidValue(field.value) && !field.value.isEmpty
+        default: HeaderList.isValidName(field.name) && HeaderList.isValidValue(field.value)
+        }
     }
 
     func editFields(_ map: UInt32, _ edit: (inout FilterExchange.Fields) -> Void) -> ProxyWasm.Status {
