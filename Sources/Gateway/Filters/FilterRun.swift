@@ -65,16 +65,29 @@ final class FilterRun {
                     if stop(after: action) { return }
                 }
             } catch {
-                // Its VM is broken: the filter takes no further part in the call.
-                contexts[index] = nil
-                guard filters[index].failOpen else { return finish(.failed(error)) }
-                onFailure(error, true)
+                guard failedOpen(error) else { return }
             }
-            index += 1
-            headersDone = false
-            bodyDone = false
+            nextFilter()
         }
         finish(.proceed)
+    }
+
+    /// The filter at work failed; its VM is broken, so it takes no further
+    /// part in the call. Returns whether the chain goes on (`fail_open`).
+    private func failedOpen(_ failure: FilterFailure) -> Bool {
+        contexts[index] = nil
+        guard filters[index].failOpen else {
+            finish(.failed(failure))
+            return false
+        }
+        onFailure(failure, true)
+        return true
+    }
+
+    private func nextFilter() {
+        index += 1
+        headersDone = false
+        bodyDone = false
     }
 
     private func open(_ index: Int) throws(FilterFailure) -> (FilterVM, UInt32) {
@@ -111,12 +124,8 @@ final class FilterRun {
         paused = false
         switch resumption {
         case .failed(let failure):
-            contexts[index] = nil
-            guard filters[index].failOpen else { return finish(.failed(failure)) }
-            onFailure(failure, true)
-            index += 1
-            headersDone = false
-            bodyDone = false
+            guard failedOpen(failure) else { return }
+            nextFilter()
             advance()
         case .close:
             finish(.closed(filter: filters[index].name))
