@@ -2,7 +2,7 @@
 // Linux (glibc) only: no Apple platform is declared or tested.
 import PackageDescription
 
-// No unsafeFlags: SwiftPM refuses them in a package depended on by version.
+// No compiler flags of the kind SwiftPM refuses in a package depended on by version.
 // The shipped binary's flags (exclusivity checked at compile time only) are
 // scripts/release-build's.
 
