@@ -8,13 +8,16 @@ import UnixSignals
 /// logrotate moved it). SIGTERM and SIGINT start the graceful stop (the
 /// service group watches them too); a second one exits at once.
 struct SignalService: Service {
+    /// Trapped before the listeners open: systemd may send SIGHUP as soon as
+    /// READY=1 arrives, and an untrapped SIGHUP or SIGUSR1 ends the process.
+    let signals: UnixSignalsSequence
     let reloader: Reloader
     let server: GatewayServer
     let logger: Logger
 
     func run() async throws {
         var stops = 0
-        for await signal in await UnixSignalsSequence(trapping: .sighup, .sigusr1, .sigterm, .sigint).cancelOnGracefulShutdown() {
+        for await signal in signals.cancelOnGracefulShutdown() {
             if signal == .sighup {
                 _ = await reloader.reload(trigger: "SIGHUP")
                 continue
