@@ -58,8 +58,8 @@ struct RunCommand: AsyncParsableCommand {
             status: server.status, metrics: { MetricHelp.adding(to: registry.emitToBuffer()) }, config: { reloader.redactedConfig },
             routes: { RouteTable.describe(reloader.current) }, upstreams: { server.upstreamsJSON() }, reload: { await reloader.reload(trigger: "POST /reload") },
             token: { reloader.current.admin?.token }))
-        let signals = await UnixSignalsSequence(trapping: .sighup, .sigusr1, .sigterm, .sigint)
-        var services: [any Service] = [SignalService(signals: signals, reloader: reloader, server: server, logger: logger)]
+        let operatorSignals = await UnixSignalsSequence(trapping: .sighup, .sigusr1)
+        var services: [any Service] = [SignalService(operatorSignals: operatorSignals, reloader: reloader, server: server, logger: logger)]
         if let interval = notifier.watchdogInterval { services.append(WatchdogService(notifier: notifier, interval: interval)) }
         // Stopped in reverse order: the listeners drain first, while the admin
         // endpoint still answers (readiness 503 during the drain).
