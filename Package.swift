@@ -32,6 +32,9 @@ let package = Package(
     targets: [
         // libnghttp2 (Debian's libnghttp2-dev): both HTTP/2 legs, and the tests' independent frame client.
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        // hiredis (Debian's libhiredis-dev; its pkg-config flags are ones SwiftPM refuses, so none are read) without its I/O:
+        // its command encoder and reply reader for the Redis store.
+        .systemLibrary(name: "CHiredis"),
         // Pure translation: imports nothing outside the standard library.
         .target(name: "Rewriter"),
         .target(
@@ -39,6 +42,7 @@ let package = Package(
             dependencies: [
                 "Rewriter",
                 "CNGHTTP2",
+                "CHiredis",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -108,6 +112,7 @@ for (name, dependencies) in [
     ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway"]),
     ("FuzzHTTP2Session", ["Gateway", "NIOCore", "NIOEmbedded", "Logging", "CoreMetrics"]),
     ("FuzzAccessLine", ["Gateway", "NIOCore"]), ("FuzzFilterHost", ["Gateway", "WasmKit", "Logging", "CoreMetrics"]),
+    ("FuzzRedisReader", ["Gateway", "NIOCore"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,

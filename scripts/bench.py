@@ -93,6 +93,8 @@ def write(name, text):
 
 
 upstream_port, upstream_port2, upstream_h2_port = free_port(), free_port(), free_port()
+# The fleet store for the fleet rate-limit row: a redis-server on loopback.
+redis_port = free_port()
 ports = {name: free_port() for name in ["nginx", "haproxy", "nghttpx", "gatewayd"]}
 # What operators run: access logs on (gatewayd's default config, nginx buffered,
 # HAProxy httplog), and two workers on this machine's two cores.
@@ -156,7 +158,12 @@ logging: {{access_log: {access_log}}}
 upstreams: {{up: {{url: "http://127.0.0.1:{upstream_port}", max_connections: 128}},
   two: {{endpoints: ["http://127.0.0.1:{upstream_port}", "http://127.0.0.1:{upstream_port2}"], max_connections: 128}}}}
 filters: {{sign: {{wasm: "{SIGN_WASM}", configuration: bench-key}}}}
+store: {{redis: {{url: "redis://127.0.0.1:{redis_port}/0"}}}}
 routes:
+  - {{name: limited, match: {{path: /limited}}, upstream: up, headers: {{set: {{X-Injected: "1"}}}},
+     rate_limit: {{requests: 1000000, per: 1s}}}}
+  - {{name: fleet, match: {{path: /fleet}}, upstream: up, headers: {{set: {{X-Injected: "1"}}}},
+     rate_limit: {{requests: 1000000, per: 1s, scope: fleet, lease: 100}}}}
   - {{name: rewrite, match: {{path: /rewrite}}, upstream: up, rewrite: {{method: GET, encoding: query}}}}
   - {{name: filtered, match: {{path: /filtered}}, upstream: up, headers: {{set: {{X-Injected: "1"}}}}, filters: [sign]}}
   - {{name: retry, match: {{path: /always503}}, upstream: up,
@@ -173,6 +180,7 @@ wrk.body = '{"q":"swift nio","page":2,"exact":true,"tags":["a","b","c"],"sort":"
 
 try:
     upstream = start("upstream", ["nginx", "-c", upstream_conf, "-p", work])
+    redis = start("redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
     servers = {
         "nginx": start("nginx", ["nginx", "-c", nginx_conf("nginx", ports["nginx"]), "-p", work]),
         "haproxy": start("haproxy", ["haproxy", "-db", "-f", haproxy_conf("haproxy", ports["haproxy"])]),
@@ -198,7 +206,7 @@ try:
         servers["NIO forwarder"] = start("nio-forwarder", [NIO_FORWARDER, str(extra_ports["NIO forwarder"]), str(upstream_port)])
         servers["NIO forwarder 2 loops"] = start("nio-forwarder-2", [NIO_FORWARDER, str(extra_ports["NIO forwarder 2 loops"]),
                                                                      str(upstream_port), "2"])
-    for port in [upstream_port, upstream_h2_port, *ports.values(), *extra_ports.values()]:
+    for port in [upstream_port, upstream_h2_port, redis_port, *ports.values(), *extra_ports.values()]:
         wait_port(port)
     time.sleep(0.5)
     idle_rss = {name: rss_mib(p) for name, p in servers.items()}
@@ -328,13 +336,20 @@ try:
         urllib.request.urlopen(f"http://127.0.0.1:{ports['gatewayd']}/filtered").read()
         vm_mib = rss_mib(gw) - before_vm
         runs = {"pass-through": ("/", None), "two endpoints": ("/two", None), "rewrite": ("/rewrite", rewrite_lua),
-                "retry (2 tries)": ("/always503", None), "C filter (sets a header)": ("/filtered", None)}
+                "retry (2 tries)": ("/always503", None), "C filter (sets a header)": ("/filtered", None),
+                "local rate limit": ("/limited", None), "fleet rate limit (Redis)": ("/fleet", None)}
         results = {name: [] for name in runs}
+        redis_commands = lambda: int(re.search(r"total_commands_processed:(\d+)", subprocess.run(
+            ["redis-cli", "-p", str(redis_port), "INFO", "stats"], capture_output=True, text=True).stdout).group(1))
+        fleet_calls, fleet_commands = 0, 0
         for _ in range(ROUNDS):
             for name, (path, script) in runs.items():
-                before = cpu_ticks(gw)
+                before, commands = cpu_ticks(gw), redis_commands()
                 rps, total, p50, p99, _ = run_h1(ports["gatewayd"], path, script)
                 results[name].append((rps, p50, p99, (cpu_ticks(gw) - before) / HZ * 1e6 / max(total, 1)))
+                if path == "/fleet":
+                    # The INFO call itself is one command.
+                    fleet_calls, fleet_commands = fleet_calls + total, fleet_commands + redis_commands() - commands - 1
         med = {name: [statistics.median(r[i] for r in rows) for i in range(4)] for name, rows in results.items()}
         base_rps, base_cpu = med["pass-through"][0], med["pass-through"][3]
         print(f"\ngatewayd routes (wrk -t1 -c64): medians of {ROUNDS} interleaved rounds of {SECONDS}s")
@@ -345,6 +360,9 @@ try:
         filtered = med["C filter (sets a header)"]
         print(f"C filter: {filtered[3] - base_cpu:+.1f} µs of CPU per call over pass-through, {filtered[0] / base_rps:.2f}x its req/s; "
               f"its VM added {vm_mib:.1f} MiB of RSS on the one event loop")
+        local, fleet = med["local rate limit"], med["fleet rate limit (Redis)"]
+        print(f"fleet rate limit: {fleet[3] / local[3]:.2f}x the local limit's CPU per call, p99 {fleet[2] / local[2]:.2f}x; "
+              f"{fleet_commands / max(fleet_calls, 1):.3f} Redis commands per call (lease 100)")
 
     if "memory" in TABLES:
         # Memory: a 1 GiB upload streamed through, then idle connections held open.

@@ -12,6 +12,43 @@ import Testing
         }
     }
 
+    @Test func aFleetLimitNeedsAStoreAndTheStoreAGoodURL() {
+        let noStore = issues("""
+            listeners: [{address: 127.0.0.1:1}]
+            routes: [{name: r, upstream: echo, rate_limit: {requests: 5, scope: fleet, lease: 6, on_store_failure: maybe}}]
+            """)
+        #expect(noStore.count == 3, "\(noStore)")
+        #expect(noStore.contains { $0.contains("t.yaml:2") && $0.contains("routes[0].rate_limit.scope") && $0.contains("needs a top-level store") })
+        #expect(noStore.contains { $0.contains("routes[0].rate_limit.lease") && $0.contains("at most requests + burst (5)") })
+        #expect(noStore.contains { $0.contains("routes[0].rate_limit.on_store_failure") && $0.contains("local | deny") })
+        let badStore = issues("""
+            listeners: [{address: 127.0.0.1:1}]
+            store:
+              redis: {url: "http://cache:6379", timeout: 1h, prefix: x}
+            """)
+        #expect(badStore.count == 3, "\(badStore)")
+        #expect(badStore.contains { $0.contains("t.yaml:3") && $0.contains("store.redis.url") && $0.contains("redis://") })
+        #expect(badStore.contains { $0.contains("store.redis.timeout") })
+        #expect(badStore.contains { $0.contains("store.redis.prefix") })
+    }
+
+    @Test func storeURLsParse() throws {
+        let full = try #require(StoreConfig.parse(url: "rediss://user:pa:ss@[::1]:6380/2"))
+        #expect(full.host == "::1" && full.port == 6380 && full.database == 2 && full.tls && full.password == "pa:ss")
+        let plain = try #require(StoreConfig.parse(url: "redis://cache"))
+        #expect(plain.host == "cache" && plain.port == 6379 && plain.database == 0 && !plain.tls && plain.password == nil)
+        for bad in ["redis://", "redis://h:0", "redis://h/x", "redis://h/99999", "tcp://h:1"] { #expect(StoreConfig.parse(url: bad) == nil, "\(bad)") }
+    }
+
+    @Test func theStorePasswordIsNeverShown() throws {
+        let loaded = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:1}]
+            store: {redis: {url: "redis://:in-the-url@127.0.0.1:6379", password: literal-secret}}
+            """, file: "t.yaml", environment: [:])
+        #expect(loaded.config.store?.password == "literal-secret")
+        #expect(!loaded.redacted.contains("in-the-url") && !loaded.redacted.contains("literal-secret"))
+    }
+
     @Test func aBadURLIsReportedWithTheUpstreamsOtherProblems() {
         let found = issues("listeners: [{address: 127.0.0.1:1}]\nupstreams: {legacy: {url: ftp://example.com, connect_timeout: fast}}")
         #expect(found.count == 2, "\(found)")

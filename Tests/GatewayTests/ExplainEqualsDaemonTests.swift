@@ -48,6 +48,7 @@ import Testing
             Sample(method: "GET", target: "/billing/invoices?month=5", headers: ["Cookie: s=1", "X-Debug: 1", "X-Request-Id: hi-1"]),
             Sample(method: "GET", target: "/reports/q1", headers: ["X-Api-Version: 2"]),
         ]),
+        ("config/examples/fleet.yaml", [Sample(method: "GET", target: "/orders/5", headers: ["X-Tenant: t1"])]),
         ("config/examples/filters.yaml", [Sample(method: "GET", target: "/orders/7"), Sample(method: "DELETE", target: "/orders/8?force=1")]),
         ("config/examples/health-checks.yaml", [Sample(method: "GET", target: "/items/7")]),
         ("config/examples/legacy-form-sidecar.yaml", [

@@ -21,7 +21,7 @@ import Testing
     @Test func theLimiterKeepsAtMostMaxKeys() {
         var config = RateLimitConfig(requests: 1, per: .seconds(60))
         config.maxKeys = 100
-        let limiter = RateLimiter(config: config, route: "r", factory: NOOPMetricsHandler.instance)
+        let limiter = RateLimiter(config: config, route: "r", factory: NOOPMetricsHandler.instance, store: nil)
         for key in 0..<1000 { #expect(limiter.check("k\(key)", now: 0) == nil) }
         #expect(limiter.trackedKeys <= 100)
         // A key still tracked is still limited.

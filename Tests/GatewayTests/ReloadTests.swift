@@ -5,19 +5,6 @@ import Testing
 /// `GatewayServer.reload` in process: routes swap, listeners are kept, added
 /// and removed as the new config says.
 @Suite(.ownThreads) struct ReloadTests {
-    /// A port free a moment ago (bound to 0, read back, released).
-    private func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     private func config(_ ports: [Int], version: String) throws -> GatewayConfig {
         let listeners = ports.map { "{address: 127.0.0.1:\($0)}" }.joined(separator: ", ")
         return try ConfigLoader.load(yaml: """
@@ -33,7 +20,7 @@ import Testing
     }
 
     @Test func listenersAreKeptAddedAndRemoved() async throws {
-        let (first, second) = (freePort(), freePort())
+        let (first, second) = (freeLoopbackPort(), freeLoopbackPort())
         let server = GatewayServer(config: try config([first], version: "a"), threads: 1)
         Teardown.register { try? await server.shutdown() }
         _ = try await server.start()

@@ -5,8 +5,8 @@ import Rewriter
 
 /// The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text),
 /// `/config` (as loaded, secrets redacted), `/routes` (the route table),
-/// `/upstreams` (endpoints and their health) and `POST /reload`; with
-/// `admin.token`, the last four need it as a bearer token. Runs on its own event loop, so a busy data path cannot starve
+/// `/upstreams` (endpoints and their health), `/store` (the fleet store's
+/// state) and `POST /reload`; with `admin.token`, the last five need it as a bearer token. Runs on its own event loop, so a busy data path cannot starve
 /// health checks.
 public final class AdminServer: Sendable {
     /// What the endpoints read; closures so the admin knows nothing of how
@@ -18,12 +18,15 @@ public final class AdminServer: Sendable {
         public var routes: @Sendable () -> String
         /// Each upstream's endpoints and their health, as JSON.
         public var upstreams: @Sendable () -> String
+        /// The store's address and state (up, down and why), as JSON.
+        public var store: @Sendable () -> String
         public var reload: @Sendable () async -> ReloadOutcome
         /// The running config's `admin.token` (a reload may change it).
         public var token: @Sendable () -> String?
 
         public init(status: ServingStatus, metrics: @escaping @Sendable () -> [UInt8], config: @escaping @Sendable () -> String,
                     routes: @escaping @Sendable () -> String, upstreams: @escaping @Sendable () -> String,
+                    store: @escaping @Sendable () -> String = { "null" },
                     reload: @escaping @Sendable () async -> ReloadOutcome,
                     token: @escaping @Sendable () -> String?) {
             self.status = status
@@ -31,6 +34,7 @@ public final class AdminServer: Sendable {
             self.config = config
             self.routes = routes
             self.upstreams = upstreams
+            self.store = store
             self.reload = reload
             self.token = token
         }
@@ -91,7 +95,7 @@ private final class AdminHandler: ChannelInboundHandler {
 
     private func serve(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
         let path = String(head.uri.prefix { $0 != "?" })
-        if ["/config", "/routes", "/upstreams", "/reload"].contains(path), let token = endpoints.token(), !Self.authorized(head, token: token) {
+        if ["/config", "/routes", "/upstreams", "/store", "/reload"].contains(path), let token = endpoints.token(), !Self.authorized(head, token: token) {
             return respond(401, Problem.contentType, Problem.unauthorized.json, to: head, context: context,
                            extra: [("WWW-Authenticate", #"Bearer realm="gatewayd admin""#)])
         }
@@ -109,6 +113,8 @@ private final class AdminHandler: ChannelInboundHandler {
             respond(200, "text/plain; charset=utf-8", Array(endpoints.routes().utf8), to: head, context: context)
         case (.GET, "/upstreams"):
             respond(200, "application/json", Array(endpoints.upstreams().utf8), to: head, context: context)
+        case (.GET, "/store"):
+            respond(200, "application/json", Array(endpoints.store().utf8), to: head, context: context)
         case (.POST, "/reload"):
             let promise = context.eventLoop.makePromise(of: ReloadOutcome.self)
             promise.completeWithTask { [endpoints] in await endpoints.reload() }
@@ -121,12 +127,12 @@ private final class AdminHandler: ChannelInboundHandler {
                     respond(422, Problem.contentType, problem.json, to: head, context: context)
                 }
             }
-        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/routes"), (_, "/upstreams"), (_, "/reload"):
+        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/routes"), (_, "/upstreams"), (_, "/store"), (_, "/reload"):
             let allowed = path == "/reload" ? "POST" : path == "/healthz" || path == "/readyz" ? "GET, HEAD" : "GET"
             let problem = Problem.methodNotAllowed("\(head.method.rawValue) \(path): use \(path == "/reload" ? "POST" : "GET")")
             respond(405, Problem.contentType, problem.json, to: head, context: context, extra: [("Allow", allowed)])
         default:
-            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes /upstreams, POST /reload")
+            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes /upstreams /store, POST /reload")
             respond(404, Problem.contentType, problem.json, to: head, context: context)
         }
     }

@@ -50,10 +50,10 @@ extension ProxyHandler {
         guard let index = call.route.refreshers.firstIndex(where: { $0.spec == spec }) else { return false }
         let refresher = call.route.refreshers[index]
         let metrics = call.route.metrics
+        let (pool, maxBodyBytes) = (pool, shared.config.limits.maxRefreshBodyBytes)
+        let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
         let start = refresher.refresh(after: call.credentials[index], on: client.eventLoop) {
-            let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
-            return pool.exchange(spec.request(to: refresher.upstream), upstream: refresher.upstream, timeout: timeout,
-                                 maxBodyBytes: shared.config.limits.maxRefreshBodyBytes)
+            pool.exchange(spec.request(to: refresher.upstream), upstream: refresher.upstream, timeout: timeout, maxBodyBytes: maxBodyBytes)
                 .flatMapThrowing { answer in try spec.capture(status: answer.status, body: answer.body) }
                 .always { metrics.refreshFinished(ok: (try? $0.get()) != nil) }
         }

@@ -77,7 +77,7 @@ public struct LoadedConfig: Sendable {
 
 extension ConfigReader {
     func readConfig(_ root: Node) -> GatewayConfig? {
-        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "filters", "default_filters", "routes", "logging", "tracing"]) else { return nil }
+        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "filters", "default_filters", "routes", "logging", "tracing", "store"]) else { return nil }
         defer { fields.finish() }
         var config = GatewayConfig(listeners: [])
 
@@ -110,6 +110,7 @@ extension ConfigReader {
             }
             if let n = logging.take("level"), let v = oneOf(n, "logging.level", LoggingConfig.Level.self) { config.logging.level = v }
         }
+        if let node = fields.take("store") { config.store = readStore(node, "store") }
         if let node = fields.take("upstreams") { config.upstreams = readUpstreams(node, "upstreams") }
         if let node = fields.take("filters") { config.filters = readFilters(node, "filters") }
         if let node = fields.take("default_filters") {

@@ -192,7 +192,7 @@ extension ConfigReader {
     }
 
     private func readRefresh(_ node: Node, _ path: String, config: GatewayConfig) -> RefreshSpec? {
-        guard let fields = mapping(node, path, known: ["request", "capture", "min_interval"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["request", "capture", "min_interval", "share"]) else { return nil }
         defer { fields.finish() }
         guard let requestNode = fields.take("request"), let request = mapping(requestNode, fields.path("request"), known: ["upstream", "method", "path", "headers", "body"]) else {
             if !fields.has("request") { report(node, fields.path("request"), "missing") }
@@ -234,6 +234,10 @@ extension ConfigReader {
         var spec = RefreshSpec(upstream: upstream ?? "", method: method, path: requestPath ?? "/", headers: headers, body: body,
                                capturePointer: pointer ?? JSONPointer("")!, captureHeader: header ?? "", format: format)
         if let n = fields.take("min_interval"), let v = duration(n, fields.path("min_interval")) { spec.minInterval = v }
+        if let n = fields.take("share"), let share = oneOf(n, fields.path("share"), StoreScope.self) {
+            spec.share = share
+            if share == .fleet, config.store == nil { report(n, fields.path("share"), "fleet needs a top-level store (store: {redis: {url: ...}})") }
+        }
         guard upstream != nil, requestPath != nil, pointer != nil, header != nil else { return nil }
         return spec
     }

@@ -36,7 +36,7 @@ extension ConfigReader {
         if let n = fields.take("response_headers") { route.responseHeaders = readHeaderRules(n, fields.path("response_headers")) }
         if let n = fields.take("keep_host"), let v = bool(n, fields.path("keep_host")) { route.keepHost = v }
         if let n = fields.take("timeout") { route.timeout = duration(n, fields.path("timeout")) }
-        if let n = fields.take("rate_limit") { route.rateLimit = readRateLimit(n, fields.path("rate_limit")) }
+        if let n = fields.take("rate_limit") { route.rateLimit = readRateLimit(n, fields.path("rate_limit"), hasStore: config.store != nil) }
         if let n = fields.take("filters") { route.filters = readFilterNames(n, fields.path("filters"), declared: config.filters) }
         let upgradeNode = fields.take("upgrade")
         if let n = upgradeNode, let items = sequence(n, fields.path("upgrade")) {
@@ -88,8 +88,8 @@ extension ConfigReader {
         }
     }
 
-    func readRateLimit(_ node: Node, _ path: String) -> RateLimitConfig? {
-        guard let fields = mapping(node, path, known: ["requests", "per", "burst", "key", "max_keys"]) else { return nil }
+    func readRateLimit(_ node: Node, _ path: String, hasStore: Bool) -> RateLimitConfig? {
+        guard let fields = mapping(node, path, known: ["requests", "per", "burst", "key", "max_keys", "scope", "lease", "on_store_failure"]) else { return nil }
         defer { fields.finish() }
         guard let n = fields.take("requests"), let requests = int(n, fields.path("requests"), in: 1...1_000_000_000) else {
             if !fields.has("requests") { report(node, fields.path("requests"), "missing") }
@@ -110,6 +110,18 @@ extension ConfigReader {
             } else {
                 report(n, fields.path("key"), "expected client_ip or header:NAME, found '\(text)'")
             }
+        }
+        if let n = fields.take("scope"), let scope = oneOf(n, fields.path("scope"), StoreScope.self) {
+            limit.scope = scope
+            if scope == .fleet, !hasStore { report(n, fields.path("scope"), "fleet needs a top-level store (store: {redis: {url: ...}})") }
+        }
+        if let n = fields.take("lease"), let v = int(n, fields.path("lease"), in: 1...1_000_000) {
+            limit.lease = v
+            if v > requests + limit.burst { report(n, fields.path("lease"), "must be at most requests + burst (\(requests + limit.burst))") }
+        }
+        if let n = fields.take("on_store_failure") { limit.onStoreFailure = oneOf(n, fields.path("on_store_failure")) ?? .local }
+        if limit.scope == .local {
+            for key in ["lease", "on_store_failure"] where fields.has(key) { warn(node, fields.path(key), "only used with scope: fleet") }
         }
         return limit
     }

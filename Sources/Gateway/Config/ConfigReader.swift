@@ -24,6 +24,9 @@ final class ConfigReader {
         self.environment = environment
     }
 
+    /// A value written in the file that must never be shown (a password).
+    func keepSecret(_ value: String) { secrets.append(value) }
+
     func report(_ node: Node?, _ path: String, _ message: String) {
         issues.append(ConfigIssue(file: file, line: node?.mark?.line, column: node?.mark?.column, path: path, message: message))
     }

@@ -15,6 +15,8 @@ public struct GatewayConfig: Sendable {
     public var filters: [FilterConfig] = []
     /// `default_filters`: what a route without `filters` runs.
     public var defaultFilters: [String] = []
+    /// `store`: the state a fleet of gatewayd processes shares (`scope: fleet`).
+    public var store: StoreConfig?
 
     public init(
         listeners: [ListenerConfig], admin: AdminConfig? = nil, limits: Limits = Limits(),

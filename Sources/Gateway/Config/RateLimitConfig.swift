@@ -9,12 +9,26 @@ public struct RateLimitConfig: Sendable, Hashable {
         case header(String)
     }
 
+    /// `on_store_failure`: what a fleet limit does while the store is down.
+    public enum OnStoreFailure: String, Sendable, Hashable, CaseIterable {
+        /// This process's own buckets decide.
+        case local
+        /// Every call is refused (429) until the store is back.
+        case deny
+    }
+
     public var requests: Int
     public var per: Duration
     public var burst = 0
     public var key = Key.clientIP
     /// Keys tracked at once (memory bound); past it, idle keys are dropped first.
     public var maxKeys = 100_000
+    /// `scope`: this process's own buckets, or the fleet's (in the store).
+    public var scope = StoreScope.local
+    /// `lease`: calls a process takes from the fleet's bucket at a time;
+    /// nil for a tenth of the bucket.
+    public var lease: Int?
+    public var onStoreFailure = OnStoreFailure.local
 
     public init(requests: Int, per: Duration) {
         self.requests = requests
@@ -23,6 +37,8 @@ public struct RateLimitConfig: Sendable, Hashable {
 
     /// The bucket's size: a quiet key may spend this many calls at once.
     var capacity: Double { Double(requests + burst) }
+    /// What a process leases at a time (and may admit ahead of the fleet's bucket).
+    var leaseSize: Int { lease ?? max(1, Int(capacity / 10)) }
     /// Tokens per second.
     var rate: Double { Double(requests) / per.seconds }
 }

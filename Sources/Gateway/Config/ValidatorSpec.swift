@@ -85,6 +85,8 @@ public struct RefreshSpec: Sendable, Hashable {
     public var format: String
     /// At most one refresh per this interval per route.
     public var minInterval: Duration
+    /// `share: fleet`: one credential for every gatewayd on the store, kept there.
+    public var share = StoreScope.local
 
     public init(
         upstream: String, method: String = "POST", path: String, headers: HeaderRules = HeaderRules(), body: JSONValue? = nil,

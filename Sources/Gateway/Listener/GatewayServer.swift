@@ -217,6 +217,7 @@ public actor GatewayServer: Service {
         checkHealth(nil)
         for bound in listeners.values { try? await bound.channel.close() }
         listeners = [:]
+        routeState.currentStore?.close()
         await accessLog.flushAll()
         if ownsGroup { try await group.shutdownGracefully() }
     }
@@ -227,6 +228,21 @@ public actor GatewayServer: Service {
         healthChecker = pools.map { HealthChecker(loop: group.next(), pools: $0) }
         healthChecker?.start()
         servedStates.withLock { $0 = pools?.states.values.sorted { $0.name < $1.name } ?? [] }
+    }
+
+    /// What `GET /store` shows: null without a store, else its address and
+    /// state (`unknown` until first used, `up`, or `down` with the reason).
+    public nonisolated func storeJSON() -> String {
+        guard let store = routeState.currentStore else { return "null" }
+        var object = JSONObject(["backend": .string("redis"), "address": .string("\(store.config.host):\(store.config.port)")])
+        switch store.health {
+        case .unknown: object.append("state", .string("unknown"))
+        case .up: object.append("state", .string("up"))
+        case .down(let reason):
+            object.append("state", .string("down"))
+            object.append("reason", .string(reason))
+        }
+        return JSONWriter.string(.object(object))
     }
 
     /// What `GET /upstreams` shows: each upstream's endpoints, health,
@@ -240,9 +256,14 @@ public actor GatewayServer: Service {
     /// One context per listener of `config`, sharing one router and one set
     /// of upstream pools.
     private func makeContexts(_ config: GatewayConfig) throws -> [ListenerContext] {
-        let router = Router(config: config, metrics: metrics, state: routeState)
         var logger = logger
         logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
+        try routeState.useStore(config.store) { [group, metrics, logger] store in
+            var storeLogger = Logger(label: "gatewayd.store")
+            storeLogger.logLevel = logger.logLevel
+            return try RedisClient(config: store, loop: group.next(), logger: storeLogger, factory: metrics.factory)
+        }
+        let router = Router(config: config, metrics: metrics, state: routeState)
         let pools = try UpstreamPools(group: group, upstreams: config.upstreams,
                                       states: upstreamStates.states(for: config.upstreams, logger: logger, factory: metrics.factory))
         let accessLog = config.logging.accessLog ? accessLog : nil

@@ -33,11 +33,14 @@ final class CredentialRefresher: Sendable {
 
     let spec: RefreshSpec
     let upstream: UpstreamConfig
+    /// With `share: fleet` and a store: the fleet's turn around each refresh.
+    let fleet: FleetCredential?
     private let state = Mutex(State())
 
-    init(spec: RefreshSpec, upstream: UpstreamConfig) {
+    init(spec: RefreshSpec, upstream: UpstreamConfig, fleet: FleetCredential? = nil) {
         self.spec = spec
         self.upstream = upstream
+        self.fleet = fleet
     }
 
     var current: Credential { state.withLock { $0.credential } }
@@ -45,23 +48,24 @@ final class CredentialRefresher: Sendable {
     /// A try sent with credential generation `used` was refused. When this
     /// call is the one to refresh, `perform` makes the refresh call and
     /// yields the captured header value.
-    func refresh(after used: Int, on eventLoop: EventLoop, perform: () -> EventLoopFuture<String>) -> Start {
-        let (start, result): (Bool, Start) = state.withLock { s in
-            if s.credential.generation > used { return (false, .ready(s.credential)) }
+    func refresh(after used: Int, on eventLoop: EventLoop, perform: @escaping () -> EventLoopFuture<String>) -> Start {
+        let (start, result, usedValue): (Bool, Start, String?) = state.withLock { s in
+            if s.credential.generation > used { return (false, .ready(s.credential), nil) }
             if s.waiters != nil {
                 let waiter = eventLoop.makePromise(of: Credential.self)
                 s.waiters!.append(waiter)
-                return (false, .wait(waiter.futureResult))
+                return (false, .wait(waiter.futureResult), nil)
             }
             let now = NIODeadline.now()
-            if let last = s.lastStart, now - last < spec.minInterval.timeAmount { return (false, .throttled) }
+            if let last = s.lastStart, now - last < spec.minInterval.timeAmount { return (false, .throttled, nil) }
             let waiter = eventLoop.makePromise(of: Credential.self)
             s.lastStart = now
             s.waiters = [waiter]
-            return (true, .wait(waiter.futureResult))
+            return (true, .wait(waiter.futureResult), s.credential.value)
         }
         if start {
-            perform().whenComplete { [self] outcome in
+            let refreshed = fleet?.refresh(after: usedValue, on: eventLoop, perform: perform) ?? perform()
+            refreshed.whenComplete { [self] outcome in
                 let (waiters, credential) = state.withLock { s in
                     let waiters = s.waiters ?? []
                     s.waiters = nil

@@ -31,14 +31,21 @@ struct TokenBucket: Sendable {
 /// this process's random seed (SipHash, Swift's `Hasher`), never its bytes:
 /// memory is bounded by `maxKeys` alone however long the keys clients send,
 /// and clients cannot aim collisions at a seed they do not know.
+///
+/// With `scope: fleet` and a store, the fleet's buckets decide; these are
+/// the fallback while the store is down (`on_store_failure: local`).
 final class RateLimiter: Sendable {
     let config: RateLimitConfig
+    let fleet: FleetRateLimit?
     private let buckets = Mutex<[Int: TokenBucket]>([:])
     private let allowed: Counter
     private let limited: Counter
+    private let storeDown: Counter
 
-    init(config: RateLimitConfig, route: String, factory: any MetricsFactory) {
+    init(config: RateLimitConfig, route: String, factory: any MetricsFactory, store: RedisClient?) {
         self.config = config
+        fleet = config.scope == .fleet ? store.map { FleetRateLimit(config: config, route: route, store: $0) } : nil
+        storeDown = Counter(label: "gatewayd_rate_limit_store_down_total", dimensions: [("route", route)], factory: factory)
         allowed = Counter(label: "gatewayd_rate_limit_total", dimensions: [("route", route), ("outcome", "allowed")], factory: factory)
         limited = Counter(label: "gatewayd_rate_limit_total", dimensions: [("route", route), ("outcome", "limited")], factory: factory)
     }
@@ -46,14 +53,23 @@ final class RateLimiter: Sendable {
     /// What a call with `key` at `now` (seconds, monotonic) may do: nil
     /// when it goes ahead, else the seconds until it may.
     func check(_ key: String, now: Double) -> Double? {
+        let wait = decide(key, now: now)
+        (wait == nil ? allowed : limited).increment()
+        return wait
+    }
+
+    private func decide(_ key: String, now: Double) -> Double? {
+        if let fleet {
+            if fleet.store.isAvailable { return fleet.check(key, now: now) }
+            storeDown.increment()
+            if config.onStoreFailure == .deny { return 1 }
+        }
         let (rate, capacity) = (config.rate, config.capacity)
         let key = key.hashValue
-        let wait = buckets.withLock { buckets -> Double? in
+        return buckets.withLock { buckets -> Double? in
             if buckets[key] == nil, buckets.count >= config.maxKeys { forgetSome(&buckets, now: now) }
             return buckets[key, default: TokenBucket(capacity: capacity, now: now)].take(now: now, rate: rate, capacity: capacity)
         }
-        (wait == nil ? allowed : limited).increment()
-        return wait
     }
 
     var trackedKeys: Int { buckets.withLock { $0.count } }

@@ -14,13 +14,19 @@ public final class RouteStateRegistry: Sendable {
     }
 
     private let entries = Mutex<[String: Entry]>([:])
+    /// The store fleet-wide state lives in (`store`), kept while its config stays.
+    private let store = Mutex<RedisClient?>(nil)
 
     public init() {}
 
     func refresher(route: String, spec: RefreshSpec, upstream: UpstreamConfig) -> CredentialRefresher {
-        entries.withLock { entries in
-            if let kept = entries[route]?.refreshers.first(where: { $0.spec == spec && $0.upstream == upstream }) { return kept }
-            let made = CredentialRefresher(spec: spec, upstream: upstream)
+        let store = spec.share == .fleet ? currentStore : nil
+        return entries.withLock { entries in
+            let refreshers = entries[route]?.refreshers ?? []
+            if let kept = refreshers.first(where: { $0.spec == spec && $0.upstream == upstream && $0.fleet?.store === store }) { return kept }
+            // Keyed by what it is for: the route, the token call and the header it fills.
+            let fleet = store.map { FleetCredential(store: $0, key: "\($0.config.keyPrefix)cred:\(route):\(spec.upstream)\(spec.path):\(spec.captureHeader)") }
+            let made = CredentialRefresher(spec: spec, upstream: upstream, fleet: fleet)
             entries[route, default: Entry()].refreshers.append(made)
             return made
         }
@@ -35,11 +41,26 @@ public final class RouteStateRegistry: Sendable {
         }
     }
 
-    /// A route's rate limiter: the same buckets across a reload that leaves its `rate_limit` as it was.
+    /// The client for `config`: the one already made when the config is
+    /// the same, else a new one (the old one is closed).
+    func useStore(_ config: StoreConfig?, make: (StoreConfig) throws -> RedisClient) rethrows {
+        let replaced = try store.withLock { store -> RedisClient? in
+            guard store?.config != config else { return nil }
+            let old = store
+            store = try config.map(make)
+            return old
+        }
+        replaced?.close()
+    }
+
+    var currentStore: RedisClient? { store.withLock { $0 } }
+
+    /// A route's rate limiter: the same buckets across a reload that leaves its `rate_limit` (and the store) as it was.
     func limiter(route: String, _ config: RateLimitConfig, factory: any MetricsFactory) -> RateLimiter {
-        entries.withLock { entries in
-            if let kept = entries[route]?.limiter, kept.config == config { return kept }
-            let made = RateLimiter(config: config, route: route, factory: factory)
+        let store = currentStore
+        return entries.withLock { entries in
+            if let kept = entries[route]?.limiter, kept.config == config, kept.fleet?.store === store || config.scope == .local { return kept }
+            let made = RateLimiter(config: config, route: route, factory: factory, store: store)
             entries[route, default: Entry()].limiter = made
             return made
         }

@@ -17,6 +17,7 @@ public enum RouteTable {
             if !route.responseHeaders.isEmpty { line(&out, "response", headers(route.responseHeaders)) }
             if route.keepHost { line(&out, "host", "the client's Host is kept") }
             line(&out, "timeout", route.timeout.map(DurationParser.format) ?? "60s (default)")
+            if let limit = route.rateLimit { line(&out, "limit", rateLimit(limit)) }
             if let retry = route.retry { line(&out, "retry", self.retry(retry)) }
             for validator in route.validate { line(&out, "validate", validate(validator)) }
             let filters = config.filters(of: route)
@@ -30,6 +31,18 @@ public enum RouteTable {
 
     private static func line(_ out: inout String, _ key: String, _ value: String) {
         out += "  " + key.padding(toLength: 10, withPad: " ", startingAt: 0) + value + "\n"
+    }
+
+    private static func rateLimit(_ limit: RateLimitConfig) -> String {
+        var text = "\(limit.requests) per \(DurationParser.format(limit.per))" + (limit.burst > 0 ? " + \(limit.burst) burst" : "")
+        switch limit.key {
+        case .clientIP: text += " per client address"
+        case .header(let name): text += " per \(name)"
+        }
+        if limit.scope == .fleet {
+            text += ", for the fleet (lease \(limit.leaseSize), \(limit.onStoreFailure == .deny ? "refused" : "local") while the store is down)"
+        }
+        return text
     }
 
     private static func match(_ match: RouteMatch) -> String {

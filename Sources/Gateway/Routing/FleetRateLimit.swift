@@ -1,0 +1,84 @@
+import NIOCore
+import Synchronization
+
+/// A route's `rate_limit` with `scope: fleet`: one token bucket per key in
+/// the store, shared by every gatewayd using it, spent through this
+/// process's leases (`FleetLease`). Keys are held here as their hash, like
+/// the local limiter's, at most `max_keys`; in the store as
+/// `<key_prefix>rate:<route>:<key>`, expiring once full again.
+final class FleetRateLimit: Sendable {
+    let store: RedisClient
+    private let config: RateLimitConfig
+    private let prefix: String
+    private let state = Mutex(Leases())
+
+    private struct Leases {
+        var byKey: [Int: FleetLease] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    /// The bucket as GCRA keeps it: the instant (server time, seconds) it is
+    /// full again. Charges the credit first (past empty if need be), then
+    /// leases what is there of the tokens wanted. Returns {leased, ms until
+    /// the next token when short}.
+    static let script = RedisScript("""
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+        local rate, capacity = tonumber(ARGV[1]), tonumber(ARGV[2])
+        local charged, wanted = tonumber(ARGV[3]), tonumber(ARGV[4])
+        local full = math.max(tonumber(redis.call('GET', KEYS[1]) or 0), now) + charged / rate
+        local got = math.max(0, math.min(wanted, math.floor(capacity - (full - now) * rate + 1e-9)))
+        full = full + got / rate
+        redis.call('SET', KEYS[1], string.format('%.6f', full), 'PX', math.ceil((full - now) * 1000) + 1000)
+        local wait = 0
+        if got < wanted then wait = math.max(0, (full - now) - (capacity - 1) / rate) end
+        return {got, math.ceil(wait * 1000)}
+        """)
+
+    init(config: RateLimitConfig, route: String, store: RedisClient) {
+        self.config = config
+        self.store = store
+        prefix = store.config.keyPrefix + "rate:" + route + ":"
+    }
+
+    /// nil when the call goes ahead, else the seconds until it may.
+    func check(_ key: String, now: Double) -> Double? {
+        let (size, rate) = (config.leaseSize, config.rate)
+        let hash = key.hashValue
+        let decision = state.withLock { state in
+            if state.byKey[hash] == nil, state.byKey.count >= config.maxKeys { forgetSome(&state.byKey, now: now) }
+            state.nextID &+= 1
+            return state.byKey[hash, default: FleetLease(now: now)].take(now: now, size: size, rate: rate, nextID: state.nextID)
+        }
+        switch decision {
+        case .refused(let wait):
+            return wait
+        case .allowed(let refill):
+            if let refill { send(refill, key: key, hash: hash) }
+            return nil
+        }
+    }
+
+    private func send(_ refill: FleetLease.Refill, key: String, hash: Int) {
+        let arguments = [String(config.rate), String(config.capacity), String(refill.charged), String(refill.wanted)]
+        Self.script.run(on: store, keys: [prefix + key], arguments: arguments).whenComplete { result in
+            let now = Double(NIODeadline.now().uptimeNanoseconds) / 1e9
+            self.state.withLock { state in
+                guard case .success(.array(let values)) = result, values.count == 2,
+                      let got = values[0].integer, let waitMs = values[1].integer else {
+                    state.byKey[hash]?.failed(refill)
+                    return
+                }
+                state.byKey[hash]?.granted(refill, got: Int(got), wait: Double(waitMs) / 1000, now: now)
+            }
+        }
+    }
+
+    private func forgetSome(_ leases: inout [Int: FleetLease], now: Double) {
+        let (size, rate) = (config.leaseSize, config.rate)
+        leases = leases.filter { !$0.value.isIdle(now: now, size: size, rate: rate) }
+        if leases.count >= config.maxKeys {
+            for key in Array(leases.keys.prefix(max(1, config.maxKeys / 10))) { leases[key] = nil }
+        }
+    }
+}

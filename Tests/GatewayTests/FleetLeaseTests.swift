@@ -1,0 +1,53 @@
+import Testing
+@testable import Gateway
+
+/// A key's lease of the fleet's bucket, as a value: the orderings of calls,
+/// refills and their answers, without a store.
+struct FleetLeaseTests {
+    @Test func aNewKeyIsAdmittedOnCreditAndTheRefillChargesIt() throws {
+        var lease = FleetLease(now: 0)
+        guard case .allowed(let refill?) = lease.take(now: 0, size: 4, rate: 1, nextID: 1) else { Issue.record("no refill asked"); return }
+        #expect(refill == .init(id: 1, charged: 1, wanted: 4))
+        // More calls before the answer: on credit, no second refill.
+        #expect(lease.take(now: 0, size: 4, rate: 1, nextID: 2) == .allowed(refill: nil))
+        #expect(lease.take(now: 0, size: 4, rate: 1, nextID: 3) == .allowed(refill: nil))
+        #expect(lease.credit == 3)
+        lease.granted(refill, got: 4, wait: 0, now: 0)
+        // The refill charged one call of credit; the two after it stay owed.
+        #expect(lease.credit == 2 && lease.tokens == 4)
+        #expect(lease.take(now: 0, size: 4, rate: 1, nextID: 4) == .allowed(refill: nil))
+        #expect(lease.take(now: 0, size: 4, rate: 1, nextID: 5) == .allowed(refill: nil))
+        // Past half the lease: the next refill charges what is still owed.
+        #expect(lease.take(now: 0, size: 4, rate: 1, nextID: 6) == .allowed(refill: .init(id: 6, charged: 2, wanted: 4)))
+    }
+
+    @Test func creditStopsAtOneLeaseWhileARefillIsOut() {
+        var lease = FleetLease(now: 0)
+        for id in 1...3 { #expect(lease.take(now: 0, size: 3, rate: 2, nextID: UInt64(id)) != .refused(wait: 1.5)) }
+        #expect(lease.take(now: 0, size: 3, rate: 2, nextID: 4) == .refused(wait: 1.5))
+    }
+
+    @Test func anEmptyFleetBucketRefusesUntilItsNextTokenWithoutAskingAgain() {
+        var lease = FleetLease(now: 0)
+        guard case .allowed(let refill?) = lease.take(now: 0, size: 2, rate: 1, nextID: 1) else { Issue.record("no refill asked"); return }
+        lease.granted(refill, got: 0, wait: 3, now: 1)
+        #expect(lease.take(now: 2, size: 2, rate: 1, nextID: 2) == .refused(wait: 2))
+        #expect(lease.take(now: 3.5, size: 2, rate: 1, nextID: 3) == .refused(wait: 0.5))
+        // Then credit again, with a refill.
+        #expect(lease.take(now: 4, size: 2, rate: 1, nextID: 4) == .allowed(refill: .init(id: 4, charged: 1, wanted: 2)))
+    }
+
+    @Test func anAnswerToAnOlderRefillIsIgnoredAndAFailedOneKeepsItsCredit() {
+        var lease = FleetLease(now: 0)
+        guard case .allowed(let first?) = lease.take(now: 0, size: 2, rate: 1, nextID: 1) else { Issue.record("no refill asked"); return }
+        lease.failed(first)
+        #expect(lease.credit == 1 && lease.inFlight == nil)
+        guard case .allowed(let second?) = lease.take(now: 0, size: 2, rate: 1, nextID: 2) else { Issue.record("no second refill"); return }
+        #expect(second.charged == 2)
+        lease.granted(first, got: 2, wait: 0, now: 0)
+        #expect(lease.tokens == 0 && lease.credit == 2, "the first refill's late answer changed nothing")
+        lease.granted(second, got: 2, wait: 0, now: 0)
+        #expect(lease.tokens == 2 && lease.credit == 0)
+        #expect(!lease.isIdle(now: 1, size: 2, rate: 1) && lease.isIdle(now: 2, size: 2, rate: 1))
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+@testable import Gateway
+
+/// `rate_limit: {scope: fleet}` as operators run it: gatewayd processes
+/// sharing one real redis-server, curl as the clients, and the store
+/// stopped and restarted under them.
+@Suite(.serialized, .ownThreads) struct FleetRateLimitTests {
+    private static func yaml(_ redis: String, requests: Int, per: String, onStoreFailure: String = "local") -> String {
+        """
+        listeners: [{address: 127.0.0.1:0}]
+        admin: {address: 127.0.0.1:0}
+        logging: {access_log: false}
+        store: {redis: {url: "\(redis)", timeout: 200ms}}
+        routes:
+          - name: fleet
+            upstream: echo
+            rate_limit: {requests: \(requests), per: \(per), scope: fleet, lease: 4, on_store_failure: \(onStoreFailure)}
+        """
+    }
+
+    /// `count` calls on one kept-alive connection, as fast as curl goes
+    /// (or at `rate`): each line is the status and Retry-After.
+    private static func load(_ port: Int, count: Int, rate: String? = nil) throws -> BackgroundPeer {
+        var arguments = ["-s", "-w", "%{http_code} %header{retry-after}\n"] + (rate.map { ["--rate", $0] } ?? [])
+        for i in 0..<count { arguments += ["http://127.0.0.1:\(port)/call/\(i)", "-o", "/dev/null"] }
+        return try BackgroundPeer("/usr/bin/curl", arguments)
+    }
+
+    @Test func twoGatewaysTogetherAdmitTheFleetsLimit() throws {
+        let redis = try RedisServer()
+        let gateways = try (0..<2).map { _ in try SpawnedGateway(yaml: Self.yaml(redis.url, requests: 40, per: "10m")) }
+        defer { gateways.forEach { $0.stop() } }
+        // 120 calls for a limit of 40, from both at once.
+        let lines = try gateways.map { try Self.load($0.port, count: 60) }.flatMap { $0.finish().split(separator: "\n") }
+        #expect(lines.count == 120)
+        let admitted = lines.filter { $0.hasPrefix("200") }.count
+        // Each process may admit at most one lease (4) ahead of the fleet's
+        // bucket, never less than the bucket holds while it is asked.
+        #expect((40...48).contains(admitted), "admitted \(admitted) of a fleet limit of 40")
+        #expect(lines.allSatisfy { $0 == "200 " || ($0.hasPrefix("429 ") && Int($0.dropFirst(4)).map { $0 >= 1 } == true) },
+                "every refusal is a 429 with Retry-After: \(Set(lines))")
+        #expect(try redis.cli(["EXISTS", "gatewayd:rate:fleet:127.0.0.1"]) == "1\n")
+        // Either process refuses now: the fleet's bucket is spent.
+        for gateway in gateways {
+            #expect(try runPeer("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(gateway.port)/more"]).text == "429")
+        }
+    }
+
+    @Test func aStoreThatGoesAwayFailsNoCallAndIsUsedAgainOnceBack() async throws {
+        let redis = try RedisServer()
+        let gateways = try (0..<2).map { _ in try SpawnedGateway(yaml: Self.yaml(redis.url, requests: 10_000, per: "1s")) }
+        defer { gateways.forEach { $0.stop() } }
+        // 4 seconds of calls at 50 a second on each, the store stopped for about a second in the middle.
+        let loads = try gateways.map { try Self.load($0.port, count: 200, rate: "50/s") }
+        try await Task.sleep(for: .seconds(1))
+        #expect(try redis.cli(["EXISTS", "gatewayd:rate:fleet:127.0.0.1"]) == "1\n")
+        redis.stop()
+        try await Task.sleep(for: .seconds(0.5))
+        let admin = try #require(gateways[0].adminPort)
+        #expect(try runPeer("/usr/bin/curl", ["-s", "http://127.0.0.1:\(admin)/store"]).text
+            .hasPrefix(#"{"backend":"redis","address":"127.0.0.1:\#(redis.port)","state":"down","reason":"#))
+        try await Task.sleep(for: .seconds(0.5))
+        try redis.start()
+        let lines = loads.flatMap { $0.finish().split(separator: "\n") }
+        #expect(lines.count == 400)
+        #expect(lines.allSatisfy { $0 == "200 " }, "no call failed because of the store: \(Set(lines))")
+        // The restarted (empty) server has the bucket again: the fleet's limit is back.
+        #expect(try redis.cli(["EXISTS", "gatewayd:rate:fleet:127.0.0.1"]) == "1\n")
+        for gateway in gateways {
+            // Logged once per change, not per call.
+            #expect(gateway.log.components(separatedBy: "is down").count == 2, "\(gateway.log)")
+            #expect(gateway.log.components(separatedBy: "store: connected").count == 3)
+            let metrics = try runPeer("/usr/bin/curl", ["-s", "http://127.0.0.1:\(try #require(gateway.adminPort))/metrics"]).text
+            #expect(metrics.contains("\ngatewayd_store_up 1.0\n") || metrics.contains("\ngatewayd_store_up 1\n"), "\(metrics)")
+            let failures = metrics.firstMatch(of: /\ngatewayd_store_failures_total (\d+)\n/).flatMap { Int($0.1) }
+            #expect(failures.map { $0 >= 1 } == true, "the stop, and each reconnect refused while it lasted")
+            #expect(metrics.contains(#"gatewayd_rate_limit_store_down_total{route="fleet"} "#))
+        }
+        #expect(try runPeer("/usr/bin/curl", ["-s", "http://127.0.0.1:\(admin)/store"]).text
+            == #"{"backend":"redis","address":"127.0.0.1:\#(redis.port)","state":"up"}"#)
+    }
+
+    @Test(arguments: [("local", "200"), ("deny", "429")])
+    func withTheStoreDownCallsFollowOnStoreFailure(policy: String, status: String) async throws {
+        // Nothing listens there: the store is down from its first command.
+        let gateway = try SpawnedGateway(yaml: Self.yaml("redis://127.0.0.1:\(freeLoopbackPort())", requests: 100, per: "1s",
+                                                         onStoreFailure: policy))
+        defer { gateway.stop() }
+        let url = "http://127.0.0.1:\(gateway.port)/x"
+        // The first call is admitted on credit while the store is asked.
+        _ = try runPeer("/usr/bin/curl", ["-s", "-o", "/dev/null", url])
+        #expect(await eventually(timeout: 10) { gateway.log.contains("is down") })
+        let statuses = try runPeer("/usr/bin/curl", ["-s", "-w", "%{http_code}\n"] + Array(repeating: [url, "-o", "/dev/null"], count: 3).flatMap { $0 }).text
+        #expect(statuses == String(repeating: status + "\n", count: 3))
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Logging
+import CoreMetrics
+import NIOCore
+import NIOPosix
+import Testing
+@testable import Gateway
+
+/// The Redis store's client: hiredis's encoder and reader (hostile replies
+/// included), then against a real redis-server: AUTH, SELECT, scripts and
+/// a server that goes away and comes back.
+@Suite(.ownThreads) struct RedisStoreTests {
+    @Test func commandsAreEncodedAsRESP() {
+        var bytes = ByteBuffer()
+        RedisCommand.encode(["SET", "k", "", "v\r\n"], into: &bytes)
+        #expect(String(buffer: bytes) == "*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n$3\r\nv\r\n\r\n")
+    }
+
+    @Test func repliesOfEveryKindAreReadAcrossAnySplit() throws {
+        let wire = Array("+OK\r\n-ERR bad\r\n:-42\r\n$3\r\nabc\r\n$-1\r\n*2\r\n*1\r\n:1\r\n$0\r\n\r\n*-1\r\n".utf8)
+        let expected: [RedisValue] = [.status("OK"), .error("ERR bad"), .integer(-42), .string(Array("abc".utf8)), .null,
+                                      .array([.array([.integer(1)]), .string([])]), .null]
+        for chunk in [1, 2, 3, 7, wire.count] {
+            let reader = RedisReader()
+            var values: [RedisValue] = []
+            for start in stride(from: 0, to: wire.count, by: chunk) {
+                try wire[start..<min(start + chunk, wire.count)].withUnsafeBytes { try reader.feed($0) }
+                while let value = try reader.next() { values.append(value) }
+            }
+            #expect(values == expected, "fed \(chunk) bytes at a time")
+        }
+    }
+
+    @Test(arguments: [
+        "*1025\r\n",  // more elements than any reply gatewayd asks for
+        "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n",  // nested past hiredis's depth
+        "?what\r\n",
+        "$abc\r\n",
+        ":12x\r\n",
+    ])
+    func hostileRepliesAreErrorsNotAllocations(_ wire: String) {
+        let reader = RedisReader()
+        #expect(throws: RedisReader.Failure.self) {
+            try Array(wire.utf8).withUnsafeBytes { try reader.feed($0) }
+            while try reader.next() != nil {}
+        }
+    }
+
+    @Test func aReplyLargerThanTheBoundIsRefusedBeforeItIsWhole() {
+        let reader = RedisReader()
+        let head = Array("$100000000\r\n".utf8) + [UInt8](repeating: 0x61, count: RedisReader.maxBuffered)
+        #expect(throws: RedisReader.Failure.self) {
+            try head.withUnsafeBytes { try reader.feed($0) }
+        }
+    }
+
+    private func client(_ url: String, password: String? = nil, timeout: Duration = .milliseconds(200),
+                        on group: any EventLoopGroup) throws -> RedisClient {
+        var config = try #require(StoreConfig.parse(url: url))
+        config.password = password ?? config.password
+        config.timeout = timeout
+        return try RedisClient(config: config, loop: group.next(), logger: Logger(label: "test"), factory: NOOPMetricsHandler.instance)
+    }
+
+    @Test func authSelectAndScriptsOnARealServer() async throws {
+        let server = try RedisServer(password: "s3cret")
+        let group = MultiThreadedEventLoopGroup.singleton
+        let store = try client("redis://:s3cret@127.0.0.1:\(server.port)/3", on: group)
+        defer { store.close() }
+        #expect(try await store.send(["SET", "k", "v"]).get() == .status("OK"))
+        #expect(try server.cli(["-n", "3", "GET", "k"]) == "v\n", "AUTH and SELECT went first on the connection")
+        let script = RedisScript("return {tonumber(ARGV[1]) + 1, KEYS[1]}")
+        #expect(try await script.run(on: store, keys: ["a"], arguments: ["41"]).get() == .array([.integer(42), .string(Array("a".utf8))]))
+        // Loaded by now: run by its SHA, and again after the server forgot it.
+        #expect(try await script.run(on: store, keys: ["b"], arguments: ["1"]).get() == .array([.integer(2), .string(Array("b".utf8))]))
+        #expect(try server.cli(["SCRIPT", "FLUSH"]) == "OK\n")
+        #expect(try await script.run(on: store, keys: ["c"], arguments: ["2"]).get() == .array([.integer(3), .string(Array("c".utf8))]))
+        #expect(store.health == .up)
+
+        let refused = try client("redis://:wrong@127.0.0.1:\(server.port)/0", on: group)
+        defer { refused.close() }
+        _ = try? await refused.send(["PING"]).get()
+        #expect(await eventually(timeout: 5) { refused.health.isDown })
+    }
+
+    @Test func aStoppedServerIsDownAtOnceAndUsedAgainOnceBack() async throws {
+        let server = try RedisServer()
+        let group = MultiThreadedEventLoopGroup.singleton
+        let store = try client(server.url, on: group)
+        defer { store.close() }
+        #expect(try await store.send(["PING"]).get() == .status("PONG"))
+        server.stop()
+        await #expect(throws: StoreFailure.self) { try await store.send(["PING"]).get() }
+        #expect(store.health.isDown && !store.isAvailable)
+        // Down: commands fail without a connection attempt until the backoff passes.
+        let started = ContinuousClock.now
+        await #expect(throws: StoreFailure.self) { try await store.send(["PING"]).get() }
+        #expect(ContinuousClock.now - started < .milliseconds(100))
+        try server.start()
+        var answered = false
+        for _ in 0..<100 where !answered {
+            answered = (try? await store.send(["PING"]).get()) == .status("PONG")
+            if !answered { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(answered, "used again once back (after at most one backoff)")
+        #expect(store.health == .up)
+    }
+
+    @Test func aServerThatNeverAnswersCostsOneTimeout() async throws {
+        // A listener that accepts and says nothing.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        listen(listener, 4)
+        let group = MultiThreadedEventLoopGroup.singleton
+        let store = try client("redis://127.0.0.1:\(UInt16(bigEndian: address.sin_port))", timeout: .milliseconds(100), on: group)
+        defer { store.close() }
+        await #expect(throws: StoreFailure.self) { try await store.send(["PING"]).get() }
+        #expect(store.health == .down("no reply within 0.1 seconds"))
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// A port free a moment ago (bound to 0, read back, released).
+func freeLoopbackPort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Debian's redis-server on a free loopback port, with nothing saved to
+/// disk; `stop()` ends it and `start()` brings it back on the same port
+/// (empty: a restarted server has lost its keys and scripts).
+final class RedisServer: @unchecked Sendable {
+    let port: Int
+    let password: String?
+    private var process: Process?
+
+    init(password: String? = nil) throws {
+        self.password = password
+        port = freeLoopbackPort()
+        try launch()
+    }
+
+    var url: String { "redis://127.0.0.1:\(port)/0" }
+
+    func start() throws { try launch() }
+
+    func stop() {
+        guard let process, process.isRunning else { return }
+        // SIGKILL: the test runner's threads block SIGTERM, and a child inherits the mask.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    deinit { stop() }
+
+    /// What `redis-cli` prints for `arguments`.
+    func cli(_ arguments: [String]) throws -> String {
+        try runPeer("/usr/bin/redis-cli", ["-p", String(port)] + (password.map { ["-a", $0, "--no-auth-warning"] } ?? []) + arguments).text
+    }
+
+    private func launch() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
+        process.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+                             "--loglevel", "warning"] + (password.map { ["--requirepass", $0] } ?? [])
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if !process.isRunning { break }
+            if (try? cli(["PING"]))?.contains("PONG") == true { return }
+            usleep(20_000)
+        }
+        stop()
+        throw CocoaError(.fileReadUnknown)
+    }
+}
