@@ -21,6 +21,18 @@ import Testing
         #expect(noStore.contains { $0.contains("t.yaml:2") && $0.contains("routes[0].rate_limit.scope") && $0.contains("needs a top-level store") })
         #expect(noStore.contains { $0.contains("routes[0].rate_limit.lease") && $0.contains("at most requests + burst (5)") })
         #expect(noStore.contains { $0.contains("routes[0].rate_limit.on_store_failure") && $0.contains("local | deny") })
+        let noStoreElsewhere = issues("""
+            listeners: [{address: 127.0.0.1:1}]
+            upstreams: {auth: {url: "http://127.0.0.1:2"}}
+            routes:
+              - name: r
+                upstream: echo
+                retry: {budget: {scope: fleet}}
+                validate: [{status: 401, then: {refresh: {request: {upstream: auth, path: /t}, capture: {pointer: /t, header: A}, share: fleet}}}]
+            """)
+        #expect(noStoreElsewhere.count == 2 && noStoreElsewhere.allSatisfy { $0.contains("needs a top-level store") }, "\(noStoreElsewhere)")
+        #expect(noStoreElsewhere.contains { $0.contains("routes[0].retry.budget.scope") })
+        #expect(noStoreElsewhere.contains { $0.contains("routes[0].validate[0].then.refresh.share") })
         let badStore = issues("""
             listeners: [{address: 127.0.0.1:1}]
             store:

@@ -2,7 +2,7 @@ import Rewriter
 import Yams
 
 extension ConfigReader {
-    func readRetry(_ node: Node, _ path: String, route: RouteConfig) -> RetryPolicy? {
+    func readRetry(_ node: Node, _ path: String, route: RouteConfig, hasStore: Bool) -> RetryPolicy? {
         guard let fields = mapping(node, path, known: ["attempts", "per_try_timeout", "on", "methods", "backoff", "retry_after", "budget"]) else { return nil }
         defer { fields.finish() }
         var policy = RetryPolicy()
@@ -34,7 +34,7 @@ extension ConfigReader {
             default: report(n, fields.path("retry_after"), "expected one of honor | ignore, found '\(text)'")
             }
         }
-        if let n = fields.take("budget"), let budget = mapping(n, fields.path("budget"), known: ["ratio", "window", "min_retries"]) {
+        if let n = fields.take("budget"), let budget = mapping(n, fields.path("budget"), known: ["ratio", "window", "min_retries", "scope"]) {
             defer { budget.finish() }
             var spec = RetryPolicy.Budget(ratio: 0.2)
             if let r = budget.take("ratio") {
@@ -46,6 +46,10 @@ extension ConfigReader {
             }
             if let w = budget.take("window"), let v = duration(w, budget.path("window")) { spec.window = v }
             if let m = budget.take("min_retries"), let v = int(m, budget.path("min_retries"), in: 0...100_000) { spec.minRetries = v }
+            if let s = budget.take("scope"), let scope = oneOf(s, budget.path("scope"), StoreScope.self) {
+                spec.scope = scope
+                if scope == .fleet, !hasStore { report(s, budget.path("scope"), "fleet needs a top-level store (store: {redis: {url: ...}})") }
+            }
             policy.budget = spec
         }
         return policy

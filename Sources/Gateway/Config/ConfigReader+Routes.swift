@@ -50,7 +50,7 @@ extension ConfigReader {
             }
         }
         let retryNode = fields.take("retry")
-        if let n = retryNode { route.retry = readRetry(n, fields.path("retry"), route: route) }
+        if let n = retryNode { route.retry = readRetry(n, fields.path("retry"), route: route, hasStore: config.store != nil) }
         if let n = fields.take("validate"), let items = sequence(n, fields.path("validate")) {
             route.validate = items.enumerated().compactMap { readValidator($1, fields.path("validate") + "[\($0)]", config: config) }
         }

@@ -27,6 +27,8 @@ public struct RetryPolicy: Sendable, Hashable {
         public var ratio: Double
         public var window: Duration
         public var minRetries: Int
+        /// `scope: fleet`: the calls and retries of every gatewayd on the store count together.
+        public var scope = StoreScope.local
         public init(ratio: Double, window: Duration = .seconds(10), minRetries: Int = 3) {
             self.ratio = ratio
             self.window = window

@@ -33,9 +33,10 @@ public final class RouteStateRegistry: Sendable {
     }
 
     func budget(route: String, _ budget: RetryPolicy.Budget) -> RetryBudget {
-        entries.withLock { entries in
-            if let kept = entries[route]?.budget, kept.budget == budget { return kept }
-            let made = RetryBudget(budget)
+        let store = budget.scope == .fleet ? currentStore : nil
+        return entries.withLock { entries in
+            if let kept = entries[route]?.budget, kept.budget == budget, kept.fleet?.store === store { return kept }
+            let made = RetryBudget(budget, fleet: store.map { FleetBudget(budget: budget, route: route, store: $0) })
             entries[route, default: Entry()].budget = made
             return made
         }

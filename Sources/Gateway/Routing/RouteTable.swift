@@ -94,7 +94,9 @@ public enum RouteTable {
             parts.append("backoff \(backoff.strategy.rawValue) \(DurationParser.format(backoff.base))..\(DurationParser.format(backoff.max))"
                 + (backoff.jitter && backoff.strategy == .exponential ? " with jitter" : ""))
         }
-        if let budget = policy.budget { parts.append("budget \(Int(budget.ratio * 100))% per \(DurationParser.format(budget.window))") }
+        if let budget = policy.budget {
+            parts.append("budget \(Int(budget.ratio * 100))% per \(DurationParser.format(budget.window))" + (budget.scope == .fleet ? " for the fleet" : ""))
+        }
         return parts.joined(separator: "; ")
     }
 
@@ -106,7 +108,8 @@ public enum RouteTable {
             case .fail: "fail"
             case .pass: "pass"
             case .retry: "retry"
-            case .refresh(let refresh): "refresh via \(refresh.upstream) \(refresh.method) \(refresh.path), then retry"
+            case .refresh(let refresh):
+                "refresh via \(refresh.upstream) \(refresh.method) \(refresh.path)\(refresh.share == .fleet ? " (shared by the fleet)" : ""), then retry"
             }
         }
         return "\(spec.label): then \(action(spec.then)), else \(action(spec.otherwise))"

@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+@testable import Gateway
+
+/// `retry.budget: {scope: fleet}`: two gatewayd processes on one real
+/// redis-server share one budget of retries against an upstream that fails
+/// every call.
+@Suite(.serialized, .ownThreads) struct FleetBudgetTests {
+    @Test func twoGatewaysShareOneRetryBudget() async throws {
+        let redis = try RedisServer()
+        let failing = RecordingUpstream { _ in .respond(status: 503, headers: [], body: Array("down".utf8)) }
+        let port = try await failing.start()
+        let yaml = """
+            listeners: [{address: 127.0.0.1:0}]
+            logging: {access_log: false}
+            store: {redis: {url: "\(redis.url)"}}
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - name: flaky
+                upstream: app
+                retry: {attempts: 2, on: [503], backoff: {strategy: immediate},
+                        budget: {ratio: 0.01, min_retries: 4, window: 1m, scope: fleet}}
+            """
+        let gateways = try (0..<2).map { _ in try SpawnedGateway(yaml: yaml) }
+        defer { gateways.forEach { $0.stop() } }
+        // 10 calls on each, 10 a second, both at once: 20 calls, whose 1%
+        // is less than min_retries: 4 retries for the fleet (8 if each
+        // process counted alone).
+        let loads = try gateways.map { gateway in
+            try BackgroundPeer("/usr/bin/curl", ["-s", "--rate", "10/s", "-w", "%{http_code}\n"]
+                + (0..<10).flatMap { ["http://127.0.0.1:\(gateway.port)/x/\($0)", "-o", "/dev/null"] })
+        }
+        let statuses = loads.flatMap { $0.finish().split(separator: "\n") }
+        #expect(statuses.count == 20 && statuses.allSatisfy { $0 == "503" })
+        let retries = failing.requests.count - 20
+        // A process may take a retry before it hears of the other's last
+        // (at most once each, at the end): never the 8 of two local budgets.
+        #expect((4...6).contains(retries), "\(retries) retries for a fleet budget of 4")
+        let window = Int(Date().timeIntervalSince1970 / 60)
+        let counted = try redis.cli(["HGET", "gatewayd:budget:flaky:\(window)", "retries"])
+        let all = try redis.cli(["HGETALL", "gatewayd:budget:flaky:\(window)"])
+        #expect(counted == "\(retries)\n" || counted == "\n", "the store counted every retry (unless the window just turned): \(all)")
+    }
+}
