@@ -339,8 +339,9 @@ try:
                 "retry (2 tries)": ("/always503", None), "C filter (sets a header)": ("/filtered", None),
                 "local rate limit": ("/limited", None), "fleet rate limit (Redis)": ("/fleet", None)}
         results = {name: [] for name in runs}
-        redis_commands = lambda: int(re.search(r"total_commands_processed:(\d+)", subprocess.run(
-            ["redis-cli", "-p", str(redis_port), "INFO", "stats"], capture_output=True, text=True).stdout).group(1))
+        # Commands gatewayd sent (the scripts' own calls inside Redis are not counted).
+        redis_commands = lambda: sum(int(n) for n in re.findall(r"cmdstat_(?:evalsha|eval|script\|load):calls=(\d+)", subprocess.run(
+            ["redis-cli", "-p", str(redis_port), "INFO", "commandstats"], capture_output=True, text=True).stdout))
         fleet_calls, fleet_commands = 0, 0
         for _ in range(ROUNDS):
             for name, (path, script) in runs.items():
@@ -348,8 +349,7 @@ try:
                 rps, total, p50, p99, _ = run_h1(ports["gatewayd"], path, script)
                 results[name].append((rps, p50, p99, (cpu_ticks(gw) - before) / HZ * 1e6 / max(total, 1)))
                 if path == "/fleet":
-                    # The INFO call itself is one command.
-                    fleet_calls, fleet_commands = fleet_calls + total, fleet_commands + redis_commands() - commands - 1
+                    fleet_calls, fleet_commands = fleet_calls + total, fleet_commands + redis_commands() - commands
         med = {name: [statistics.median(r[i] for r in rows) for i in range(4)] for name, rows in results.items()}
         base_rps, base_cpu = med["pass-through"][0], med["pass-through"][3]
         print(f"\ngatewayd routes (wrk -t1 -c64): medians of {ROUNDS} interleaved rounds of {SECONDS}s")

@@ -108,17 +108,10 @@ import Testing
 
     @Test func aServerThatNeverAnswersCostsOneTimeout() async throws {
         // A listener that accepts and says nothing.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (listener, port) = loopbackSocket(listening: true)
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
-        listen(listener, 4)
         let group = MultiThreadedEventLoopGroup.singleton
-        let store = try client("redis://127.0.0.1:\(UInt16(bigEndian: address.sin_port))", timeout: .milliseconds(100), on: group)
+        let store = try client("redis://127.0.0.1:\(port)", timeout: .milliseconds(100), on: group)
         defer { store.close() }
         await #expect(throws: StoreFailure.self) { try await store.send(["PING"]).get() }
         #expect(store.health == .down("no reply within 0.1 seconds"))

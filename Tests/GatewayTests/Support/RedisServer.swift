@@ -1,16 +1,23 @@
 import Foundation
 
-/// A port free a moment ago (bound to 0, read back, released).
-func freeLoopbackPort() -> Int {
+/// A TCP socket bound to 127.0.0.1 on a free port, and that port; listening when asked.
+func loopbackSocket(listening: Bool = false) -> (fd: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
     _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-    return Int(UInt16(bigEndian: address.sin_port))
+    if listening { listen(fd, 16) }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// A port free a moment ago (bound to 0, read back, released).
+func freeLoopbackPort() -> Int {
+    let (fd, port) = loopbackSocket()
+    close(fd)
+    return port
 }
 
 /// Debian's redis-server on a free loopback port, with nothing saved to
