@@ -54,10 +54,11 @@ import Testing
         }
     }
 
-    private func client(_ url: String, password: String? = nil, timeout: Duration = .milliseconds(200),
+    private func client(_ url: String, password: String? = nil, caFile: String? = nil, timeout: Duration = .milliseconds(200),
                         on group: any EventLoopGroup) throws -> RedisClient {
         var config = try #require(StoreConfig.parse(url: url))
         config.password = password ?? config.password
+        config.caFile = caFile
         config.timeout = timeout
         return try RedisClient(config: config, loop: group.next(), logger: Logger(label: "test"), factory: NOOPMetricsHandler.instance)
     }
@@ -75,12 +76,28 @@ import Testing
         #expect(try await script.run(on: store, keys: ["b"], arguments: ["1"]).get() == .array([.integer(2), .string(Array("b".utf8))]))
         #expect(try server.cli(["SCRIPT", "FLUSH"]) == "OK\n")
         #expect(try await script.run(on: store, keys: ["c"], arguments: ["2"]).get() == .array([.integer(3), .string(Array("c".utf8))]))
-        #expect(store.health == .up)
+        #expect(await eventually(timeout: 5) { store.health == .up })
 
         let refused = try client("redis://:wrong@127.0.0.1:\(server.port)/0", on: group)
         defer { refused.close() }
         _ = try? await refused.send(["PING"]).get()
         #expect(await eventually(timeout: 5) { refused.health.isDown })
+    }
+
+    @Test func rediss() async throws {
+        let (certificate, key) = try TLSListenerTests.makeCertificate()
+        let server = try RedisServer(tls: (certificate, key))
+        let group = MultiThreadedEventLoopGroup.singleton
+        let store = try client(server.url, caFile: certificate, on: group)
+        defer { store.close() }
+        #expect(try await store.send(["SET", "over", "tls"]).get() == .status("OK"))
+        #expect(try server.cli(["GET", "over"]) == "tls\n")
+        // Not trusted without the CA: the handshake fails and the store is down.
+        let untrusting = try client(server.url, on: group)
+        defer { untrusting.close() }
+        await #expect(throws: (any Error).self) { try await untrusting.send(["PING"]).get() }
+        #expect(untrusting.health != .up)
+        #expect(await eventually(timeout: 5) { untrusting.health.isDown })
     }
 
     @Test func aStoppedServerIsDownAtOnceAndUsedAgainOnceBack() async throws {
@@ -103,7 +120,7 @@ import Testing
             if !answered { try await Task.sleep(for: .milliseconds(100)) }
         }
         #expect(answered, "used again once back (after at most one backoff)")
-        #expect(store.health == .up)
+        #expect(await eventually(timeout: 5) { store.health == .up })
     }
 
     @Test func aServerThatNeverAnswersCostsOneTimeout() async throws {

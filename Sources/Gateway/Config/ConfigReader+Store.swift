@@ -1,3 +1,4 @@
+import Foundation
 import Yams
 
 extension ConfigReader {
@@ -9,7 +10,7 @@ extension ConfigReader {
             report(node, fields.path("redis"), "missing")
             return nil
         }
-        guard let redis = mapping(n, fields.path("redis"), known: ["url", "password", "timeout", "key_prefix"]) else { return nil }
+        guard let redis = mapping(n, fields.path("redis"), known: ["url", "password", "timeout", "key_prefix", "ca_file"]) else { return nil }
         defer { redis.finish() }
         var store: StoreConfig?
         if let n = redis.take("url"), let url = string(n, redis.path("url")) {
@@ -27,6 +28,12 @@ extension ConfigReader {
             if timeout > .zero && timeout <= .seconds(10) { store?.timeout = timeout } else { report(n, redis.path("timeout"), "must be more than 0 and at most 10s") }
         }
         if let n = redis.take("key_prefix"), let prefix = string(n, redis.path("key_prefix")) { store?.keyPrefix = prefix }
+        if let n = redis.take("ca_file"), let path = string(n, redis.path("ca_file")) {
+            let resolved = resolvePath(path)
+            if !FileManager.default.isReadableFile(atPath: resolved) { report(n, redis.path("ca_file"), "cannot read \(resolved)") }
+            if store?.tls == false { warn(n, redis.path("ca_file"), "only used with a rediss:// url") }
+            store?.caFile = resolved
+        }
         return store
     }
 }

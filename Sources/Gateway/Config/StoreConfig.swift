@@ -5,8 +5,10 @@ public struct StoreConfig: Sendable, Hashable {
     public var port: Int
     public var database = 0
     public var password: String?
-    /// `rediss://`: TLS to the server, verified against the system's roots.
+    /// `rediss://`: TLS to the server, verified against the system's roots
+    /// and `ca_file`'s.
     public var tls = false
+    public var caFile: String?
     /// How long a command may take, connecting included, before the store
     /// counts as down and each user falls back to its local behaviour.
     public var timeout = Duration.milliseconds(50)

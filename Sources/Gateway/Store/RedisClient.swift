@@ -46,7 +46,9 @@ public final class RedisClient: Sendable {
         self.config = config
         self.loop = loop
         self.logger = logger
-        tls = config.tls ? try NIOSSLContext(configuration: .makeClientConfiguration()) : nil
+        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+        if let caFile = config.caFile { tlsConfiguration.additionalTrustRoots = [.file(caFile)] }
+        tls = config.tls ? try NIOSSLContext(configuration: tlsConfiguration) : nil
         upGauge = Gauge(label: "gatewayd_store_up", factory: factory)
         commands = Counter(label: "gatewayd_store_commands_total", factory: factory)
         failures = Counter(label: "gatewayd_store_failures_total", factory: factory)
@@ -114,7 +116,11 @@ public final class RedisClient: Sendable {
         let timer = loop.scheduleTask(in: .nanoseconds(Int64(timeout.seconds * 1e9))) {
             self.wentDown("no reply within \(timeout)", channel: channel)
         }
-        reply.futureResult.whenComplete { _ in timer.cancel() }
+        reply.futureResult.whenComplete { result in
+            timer.cancel()
+            // The store is up once it answers (connecting is not enough: TLS or AUTH may still fail).
+            if case .success(let value) = result, !value.isError { self.answered(on: channel) }
+        }
         channel.writeAndFlush(RedisConnectionHandler.Request(bytes: bytes, reply: reply)).whenFailure { reply.fail($0) }
     }
 
@@ -125,7 +131,11 @@ public final class RedisClient: Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: config.host)) }
+                    if let tls {
+                        // An address is verified against the certificate's IP names; only a name goes as SNI.
+                        let name = config.host.isIPAddress ? nil : config.host
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: name))
+                    }
                     try channel.pipeline.syncOperations.addHandler(RedisConnectionHandler())
                 }
             }
@@ -144,7 +154,7 @@ public final class RedisClient: Sendable {
                     if case .error(let message) = value { self.wentDown("\(command[0]) refused: \(message)", channel: channel) }
                 }
             }
-            self.cameUp(channel)
+            self.connected(channel)
             return channel
         }.flatMapErrorThrowing { error in
             self.wentDown("cannot connect to \(config.host):\(config.port): \(error)", channel: nil)
@@ -152,14 +162,18 @@ public final class RedisClient: Sendable {
         }
     }
 
-    private func cameUp(_ channel: any Channel) {
-        let changed = state.withLock { state in
-            state.connection = .connected(channel)
-            state.backoff = .milliseconds(100)
-            defer { state.health = .up }
-            return state.health != .up
-        }
+    private func connected(_ channel: any Channel) {
+        state.withLock { $0.connection = .connected(channel) }
         channel.closeFuture.whenComplete { _ in self.wentDown("connection closed", channel: channel) }
+    }
+
+    private func answered(on channel: any Channel) {
+        let changed = state.withLock { state in
+            guard case .connected(let current) = state.connection, current === channel, state.health != .up else { return false }
+            state.health = .up
+            state.backoff = .milliseconds(100)
+            return true
+        }
         if changed {
             upGauge.record(1)
             logger.notice("store: connected to redis at \(config.host):\(config.port)")

@@ -8,6 +8,8 @@ enum RedisValue: Sendable, Equatable {
     case array([RedisValue])
     case null
 
+    var isError: Bool { if case .error = self { true } else { false } }
+
     var integer: Int64? {
         switch self {
         case .integer(let value): value

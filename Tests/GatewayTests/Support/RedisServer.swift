@@ -26,15 +26,18 @@ func freeLoopbackPort() -> Int {
 final class RedisServer: @unchecked Sendable {
     let port: Int
     let password: String?
+    /// TLS only, with this certificate (its own CA) and key.
+    let tls: (certificate: String, key: String)?
     private var process: Process?
 
-    init(password: String? = nil) throws {
+    init(password: String? = nil, tls: (certificate: String, key: String)? = nil) throws {
         self.password = password
+        self.tls = tls
         port = freeLoopbackPort()
         try launch()
     }
 
-    var url: String { "redis://127.0.0.1:\(port)/0" }
+    var url: String { "\(tls == nil ? "redis" : "rediss")://127.0.0.1:\(port)/0" }
 
     func start() throws { try launch() }
 
@@ -50,14 +53,17 @@ final class RedisServer: @unchecked Sendable {
 
     /// What `redis-cli` prints for `arguments`.
     func cli(_ arguments: [String]) throws -> String {
-        try runPeer("/usr/bin/redis-cli", ["-p", String(port)] + (password.map { ["-a", $0, "--no-auth-warning"] } ?? []) + arguments).text
+        try runPeer("/usr/bin/redis-cli", ["-p", String(port)] + (password.map { ["-a", $0, "--no-auth-warning"] } ?? [])
+            + (tls.map { ["--tls", "--cacert", $0.certificate] } ?? []) + arguments).text
     }
 
     private func launch() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
-        process.arguments = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
-                             "--loglevel", "warning"] + (password.map { ["--requirepass", $0] } ?? [])
+        let listen = tls.map { ["--port", "0", "--tls-port", String(port), "--tls-cert-file", $0.certificate, "--tls-key-file", $0.key,
+                                "--tls-auth-clients", "no"] } ?? ["--port", String(port)]
+        process.arguments = listen + ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+                                      "--loglevel", "warning"] + (password.map { ["--requirepass", $0] } ?? [])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
