@@ -34,8 +34,8 @@ import Testing
         #expect(statuses.count == 20 && statuses.allSatisfy { $0 == "503" })
         let retries = failing.requests.count - 20
         // A process may take a retry before it hears of the other's last
-        // (at most once each, at the end): never the 8 of two local budgets.
-        #expect((4...6).contains(retries), "\(retries) retries for a fleet budget of 4")
+        // (once or twice each as it runs out): never the 8 of two local budgets.
+        #expect((4...7).contains(retries), "\(retries) retries for a fleet budget of 4")
         let window = Int(Date().timeIntervalSince1970 / 60)
         let counted = try redis.cli(["HGET", "gatewayd:budget:flaky:\(window)", "retries"])
         let all = try redis.cli(["HGETALL", "gatewayd:budget:flaky:\(window)"])

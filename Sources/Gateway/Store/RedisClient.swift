@@ -116,12 +116,23 @@ public final class RedisClient: Sendable {
         let timer = loop.scheduleTask(in: .nanoseconds(Int64(timeout.seconds * 1e9))) {
             self.wentDown("no reply within \(timeout)", channel: channel)
         }
-        reply.futureResult.whenComplete { result in
+        // The store's state changes before the caller hears: it sees a store
+        // that is up once it has an answer, and down once it has a failure.
+        let answer = loop.makePromise(of: RedisValue.self)
+        answer.futureResult.whenComplete { result in
             timer.cancel()
-            // The store is up once it answers (connecting is not enough: TLS or AUTH may still fail).
-            if case .success(let value) = result, !value.isError { self.answered(on: channel) }
+            switch result {
+            case .success(let value):
+                // Up once it answers (connecting is not enough: TLS or AUTH may still fail).
+                if !value.isError { self.answered(on: channel) }
+                reply.succeed(value)
+            case .failure(let error):
+                let failure = error as? StoreFailure ?? StoreFailure(description: "\(error)")
+                self.wentDown(failure.description, channel: channel)
+                reply.fail(failure)
+            }
         }
-        channel.writeAndFlush(RedisConnectionHandler.Request(bytes: bytes, reply: reply)).whenFailure { reply.fail($0) }
+        channel.writeAndFlush(RedisConnectionHandler.Request(bytes: bytes, reply: answer)).whenFailure { answer.fail($0) }
     }
 
     private func connect() -> EventLoopFuture<any Channel> {
