@@ -49,4 +49,33 @@ import Testing
         try await server.reload(try config([0, 0], version: "b"))
         for address in addresses { #expect(try version(at: address.port!) == "b") }
     }
+
+    /// A reload that fails keeps the store the serving routes use open; one
+    /// that succeeds with another store closes the old one.
+    @Test func aFailedReloadKeepsTheStoreInUse() async throws {
+        let redis = try RedisServer()
+        let port = freeLoopbackPort()
+        let yaml = { (store: String, ports: [Int]) in """
+            listeners: [\(ports.map { "{address: 127.0.0.1:\($0)}" }.joined(separator: ", "))]
+            store: {redis: {url: "\(store)"}}
+            routes: [{name: fleet, upstream: echo, rate_limit: {requests: 1000, per: 1s, scope: fleet, lease: 1}}]
+            """ }
+        let server = GatewayServer(config: try ConfigLoader.load(yaml: yaml(redis.url, [port])).config, threads: 1)
+        Teardown.register { try? await server.shutdown() }
+        _ = try await server.start()
+        let scripts = { try redis.cli(["INFO", "commandstats"]).matches(of: /cmdstat_eval(?:sha)?:calls=(\d+)/).reduce(0) { $0 + Int($1.1)! } }
+        #expect(try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(port)/x"]).text == "200")
+        #expect(try await eventually(timeout: 5) { try scripts() == 1 })
+
+        // Another store, and a listener that cannot bind: the reload fails.
+        let taken = try await GatewayHarness.start("listeners: [{address: 127.0.0.1:0}]\nroutes: [{name: x, upstream: echo}]")
+        let elsewhere = "redis://127.0.0.1:\(freeLoopbackPort())/0"
+        await #expect(throws: StartupError.self) {
+            try await server.reload(try ConfigLoader.load(yaml: yaml(elsewhere, [port, taken.port])).config)
+        }
+        // The routes still serving still use the first store.
+        #expect(try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(port)/x"]).text == "200")
+        #expect(try await eventually(timeout: 5) { try scripts() == 2 })
+        #expect(server.storeJSON().contains("\"address\":\"127.0.0.1:\(redis.port)\""))
+    }
 }

@@ -141,7 +141,8 @@ public actor GatewayServer: Service {
     /// in the config's order.
     public func start() async throws -> [SocketAddress] {
         try accessLog.sink.open()
-        let contexts = try makeContexts(config)
+        let (contexts, store) = try makeContexts(config)
+        routeState.commit(store)
         pools = contexts.first?.pools
         checkHealth(pools)
         servesEcho.withLock { $0 = config.routes.contains { $0.upstream == UpstreamConfig.echoName } }
@@ -162,7 +163,7 @@ public actor GatewayServer: Service {
     /// changes nothing) when the new config cannot be served: a certificate
     /// that does not load, an address that cannot be bound.
     public func reload(_ newConfig: GatewayConfig) async throws {
-        let contexts = try makeContexts(newConfig)
+        let (contexts, store) = try makeContexts(newConfig)
         var kept: [ListenerKey: ListenerContext] = [:]
         var added: [ListenerKey: BoundListener] = [:]
         do {
@@ -176,8 +177,10 @@ public actor GatewayServer: Service {
             }
         } catch {
             for bound in added.values { try? await bound.channel.close() }
+            routeState.rollback(store)
             throw error
         }
+        routeState.commit(store)
         for (key, context) in kept { listeners[key]!.slot.context = context }
         for (key, bound) in listeners where kept[key] == nil {
             bound.quiescing.initiateShutdown(promise: nil)
@@ -254,25 +257,32 @@ public actor GatewayServer: Service {
     }
 
     /// One context per listener of `config`, sharing one router and one set
-    /// of upstream pools.
-    private func makeContexts(_ config: GatewayConfig) throws -> [ListenerContext] {
+    /// of upstream pools, and the store client they use (for the caller to
+    /// commit once they serve, or roll back).
+    private func makeContexts(_ config: GatewayConfig) throws -> ([ListenerContext], RouteStateRegistry.StoreSwap) {
         var logger = logger
         logger.logLevel = Logger.Level(rawValue: config.logging.level.rawValue) ?? .info
-        try routeState.useStore(config.store) { [group, metrics, logger] store in
+        let store = try routeState.swapStore(config.store) { [group, metrics, logger] store in
             var storeLogger = Logger(label: "gatewayd.store")
             storeLogger.logLevel = logger.logLevel
             return try RedisClient(config: store, loop: group.next(), logger: storeLogger, factory: metrics.factory)
         }
-        let router = Router(config: config, metrics: metrics, state: routeState)
-        let pools = try UpstreamPools(group: group, upstreams: config.upstreams,
-                                      states: upstreamStates.states(for: config.upstreams, logger: logger, factory: metrics.factory))
-        let accessLog = config.logging.accessLog ? accessLog : nil
-        let filters = config.filters.isEmpty ? nil
-            : FilterHosts(config: config, pools: pools, loops: Array(group.makeIterator()), logger: logger, shared: filterState)
-        return try config.listeners.map { listener in
-            ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
-                            accessLog: accessLog, logger: logger, metrics: metrics,
-                            tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }, filters: filters)
+        do {
+            let router = Router(config: config, metrics: metrics, state: routeState)
+            let pools = try UpstreamPools(group: group, upstreams: config.upstreams,
+                                          states: upstreamStates.states(for: config.upstreams, logger: logger, factory: metrics.factory))
+            let accessLog = config.logging.accessLog ? accessLog : nil
+            let filters = config.filters.isEmpty ? nil
+                : FilterHosts(config: config, pools: pools, loops: Array(group.makeIterator()), logger: logger, shared: filterState)
+            let contexts = try config.listeners.map { listener in
+                ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
+                                accessLog: accessLog, logger: logger, metrics: metrics,
+                                tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }, filters: filters)
+            }
+            return (contexts, store)
+        } catch {
+            routeState.rollback(store)
+            throw error
         }
     }
 

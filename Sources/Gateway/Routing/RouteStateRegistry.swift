@@ -42,16 +42,33 @@ public final class RouteStateRegistry: Sendable {
         }
     }
 
-    /// The client for `config`: the one already made when the config is
-    /// the same, else a new one (the old one is closed).
-    func useStore(_ config: StoreConfig?, make: (StoreConfig) throws -> RedisClient) rethrows {
-        let replaced = try store.withLock { store -> RedisClient? in
-            guard store?.config != config else { return nil }
-            let old = store
-            store = try config.map(make)
-            return old
+    /// The store client a config being loaded uses: the one already made
+    /// when its `store` is the same, else a new one. The old one stays open
+    /// for the routes still serving until `commit` (the new config serves)
+    /// or comes back with `rollback` (it never does).
+    struct StoreSwap {
+        fileprivate let old: RedisClient?
+        fileprivate let new: RedisClient?
+        fileprivate let changed: Bool
+    }
+
+    func swapStore(_ config: StoreConfig?, make: (StoreConfig) throws -> RedisClient) rethrows -> StoreSwap {
+        try store.withLock { store in
+            guard store?.config != config else { return StoreSwap(old: store, new: store, changed: false) }
+            let swap = StoreSwap(old: store, new: try config.map(make), changed: true)
+            store = swap.new
+            return swap
         }
-        replaced?.close()
+    }
+
+    func commit(_ swap: StoreSwap) {
+        if swap.changed { swap.old?.close() }
+    }
+
+    func rollback(_ swap: StoreSwap) {
+        guard swap.changed else { return }
+        store.withLock { $0 = swap.old }
+        swap.new?.close()
     }
 
     var currentStore: RedisClient? { store.withLock { $0 } }
