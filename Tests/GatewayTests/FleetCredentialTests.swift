@@ -63,4 +63,38 @@ import Testing
         #expect(auth.requests.count == 2)
         for gateway in gateways { #expect(!gateway.log.contains("tok-"), "credentials are never logged") }
     }
+
+    @Test func withTheStoreDownEachGatewayRefreshesAlone() async throws {
+        let issued = NIOLockedValueBox(0)
+        let auth = RecordingUpstream { _ in
+            let n = issued.withLockedValue { $0 += 1; return $0 }
+            return .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"access_token":"tok-\#(n)"}"#.utf8))
+        }
+        let app = RecordingUpstream { request in
+            request.header("Authorization") == ["Bearer tok-\(issued.withLockedValue { $0 })"]
+                ? .respond(status: 200, headers: [], body: Array("secret data".utf8))
+                : .respond(status: 401, headers: [], body: Array("who are you".utf8))
+        }
+        let (authPort, appPort) = (try await auth.start(), try await app.start())
+        // Nothing listens where the store should be.
+        let gateway = try SpawnedGateway(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            logging: {access_log: false}
+            store: {redis: {url: "redis://127.0.0.1:\(freeLoopbackPort())", timeout: 100ms}}
+            upstreams:
+              app: {url: "http://127.0.0.1:\(appPort)"}
+              auth: {url: "http://127.0.0.1:\(authPort)"}
+            routes:
+              - name: protected
+                upstream: app
+                retry: {attempts: 2}
+                validate:
+                  - {status: 401, then: {refresh: {request: {upstream: auth, path: /token},
+                     capture: {pointer: /access_token, header: Authorization, format: "Bearer {}"}, share: fleet}}}
+            """)
+        defer { gateway.stop() }
+        #expect(try await curlDetached(["-w", " %{http_code}", "http://127.0.0.1:\(gateway.port)/data"]).text == "secret data 200")
+        #expect(auth.requests.count == 1)
+        #expect(gateway.log.contains("store: redis at") && gateway.log.contains("is down"))
+    }
 }
