@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
 import Testing
 @testable import Gateway
 
@@ -9,39 +10,10 @@ import Testing
 @Suite(.serialized, .ownThreads) struct FleetCredentialTests {
     @Test func twoGatewaysRefreshOncePerExpiryBetweenThem() async throws {
         let redis = try RedisServer()
-        let issued = NIOLockedValueBox(0)
-        let auth = RecordingUpstream { _ in
-            let n = issued.withLockedValue { $0 += 1; return $0 }
-            // Slow enough that both processes are refused before it answers.
-            return .respond(status: 200, headers: [("Content-Type", "application/json")],
-                            body: Array(#"{"access_token":"tok-\#(n)"}"#.utf8), delay: .milliseconds(300))
-        }
-        let app = RecordingUpstream { request in
-            request.header("Authorization") == ["Bearer tok-\(issued.withLockedValue { $0 })"]
-                ? .respond(status: 200, headers: [], body: Array("secret data".utf8))
-                : .respond(status: 401, headers: [], body: Array("who are you".utf8))
-        }
-        let (authPort, appPort) = (try await auth.start(), try await app.start())
-        let yaml = """
-            listeners: [{address: 127.0.0.1:0}]
-            logging: {access_log: false}
-            store: {redis: {url: "\(redis.url)", timeout: 500ms}}
-            upstreams:
-              app: {url: "http://127.0.0.1:\(appPort)"}
-              auth: {url: "http://127.0.0.1:\(authPort)"}
-            routes:
-              - name: protected
-                upstream: app
-                retry: {attempts: 2}
-                validate:
-                  - status: 401
-                    then:
-                      refresh:
-                        request: {upstream: auth, path: /token, body: {client_secret: s3cret}}
-                        capture: {pointer: /access_token, header: Authorization, format: "Bearer {}"}
-                        min_interval: 0s
-                        share: fleet
-            """
+        // Slow enough that both processes are refused before it answers.
+        let service = try await TokenService(delay: .milliseconds(300))
+        let (issued, auth) = (service.issued, service.auth)
+        let yaml = service.config(store: redis.url, timeout: "500ms")
         let gateways = try (0..<2).map { _ in try SpawnedGateway(yaml: yaml) }
         defer { gateways.forEach { $0.stop() } }
         func callBoth() async throws -> [String] {
@@ -65,36 +37,59 @@ import Testing
     }
 
     @Test func withTheStoreDownEachGatewayRefreshesAlone() async throws {
-        let issued = NIOLockedValueBox(0)
-        let auth = RecordingUpstream { _ in
+        let service = try await TokenService(delay: .zero)
+        // Nothing listens where the store should be.
+        let gateway = try SpawnedGateway(yaml: service.config(store: "redis://127.0.0.1:\(freeLoopbackPort())", timeout: "100ms"))
+        defer { gateway.stop() }
+        #expect(try await curlDetached(["-w", " %{http_code}", "http://127.0.0.1:\(gateway.port)/data"]).text == "secret data 200")
+        #expect(service.auth.requests.count == 1)
+        #expect(gateway.log.contains("store: redis at") && gateway.log.contains("is down"))
+    }
+}
+
+/// A token service that counts the tokens it issued, an upstream that
+/// takes only the latest, and a route that refreshes through the fleet.
+private struct TokenService {
+    let issued = NIOLockedValueBox(0)
+    let auth: RecordingUpstream
+    let app: RecordingUpstream
+    let ports: (auth: Int, app: Int)
+
+    init(delay: TimeAmount) async throws {
+        let issued = issued
+        auth = RecordingUpstream { _ in
             let n = issued.withLockedValue { $0 += 1; return $0 }
-            return .respond(status: 200, headers: [("Content-Type", "application/json")], body: Array(#"{"access_token":"tok-\#(n)"}"#.utf8))
+            return .respond(status: 200, headers: [("Content-Type", "application/json")],
+                            body: Array(#"{"access_token":"tok-\#(n)"}"#.utf8), delay: delay)
         }
-        let app = RecordingUpstream { request in
+        app = RecordingUpstream { request in
             request.header("Authorization") == ["Bearer tok-\(issued.withLockedValue { $0 })"]
                 ? .respond(status: 200, headers: [], body: Array("secret data".utf8))
                 : .respond(status: 401, headers: [], body: Array("who are you".utf8))
         }
-        let (authPort, appPort) = (try await auth.start(), try await app.start())
-        // Nothing listens where the store should be.
-        let gateway = try SpawnedGateway(yaml: """
-            listeners: [{address: 127.0.0.1:0}]
-            logging: {access_log: false}
-            store: {redis: {url: "redis://127.0.0.1:\(freeLoopbackPort())", timeout: 100ms}}
-            upstreams:
-              app: {url: "http://127.0.0.1:\(appPort)"}
-              auth: {url: "http://127.0.0.1:\(authPort)"}
-            routes:
-              - name: protected
-                upstream: app
-                retry: {attempts: 2}
-                validate:
-                  - {status: 401, then: {refresh: {request: {upstream: auth, path: /token},
-                     capture: {pointer: /access_token, header: Authorization, format: "Bearer {}"}, share: fleet}}}
-            """)
-        defer { gateway.stop() }
-        #expect(try await curlDetached(["-w", " %{http_code}", "http://127.0.0.1:\(gateway.port)/data"]).text == "secret data 200")
-        #expect(auth.requests.count == 1)
-        #expect(gateway.log.contains("store: redis at") && gateway.log.contains("is down"))
+        ports = (try await auth.start(), try await app.start())
+    }
+
+    func config(store: String, timeout: String) -> String {
+        """
+        listeners: [{address: 127.0.0.1:0}]
+        logging: {access_log: false}
+        store: {redis: {url: "\(store)", timeout: \(timeout)}}
+        upstreams:
+          app: {url: "http://127.0.0.1:\(ports.app)"}
+          auth: {url: "http://127.0.0.1:\(ports.auth)"}
+        routes:
+          - name: protected
+            upstream: app
+            retry: {attempts: 2}
+            validate:
+              - status: 401
+                then:
+                  refresh:
+                    request: {upstream: auth, path: /token, body: {client_secret: s3cret}}
+                    capture: {pointer: /access_token, header: Authorization, format: "Bearer {}"}
+                    min_interval: 0s
+                    share: fleet
+        """
     }
 }

@@ -118,12 +118,8 @@ import Testing
             #expect((again as? StoreFailure)?.description == "the store is down")
         }
         try server.start()
-        var answered = false
-        for _ in 0..<100 where !answered {
-            answered = (try? await store.send(["PING"]).get()) == .status("PONG")
-            if !answered { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        #expect(answered, "used again once back (after at most one backoff)")
+        #expect(await eventually(timeout: 10) { (try? await store.send(["PING"]).get()) == .status("PONG") },
+                "used again once back (after at most one backoff)")
         #expect(await eventually(timeout: 5) { store.health == .up })
     }
 

@@ -80,13 +80,13 @@ final class BackgroundPeer {
 
 /// Polls `condition` until it holds or `seconds` pass; whether it held.
 /// Every wait in the tests has such a deadline.
-func eventually(timeout seconds: Double, _ condition: () throws -> Bool) async rethrows -> Bool {
+func eventually(timeout seconds: Double, _ condition: () async throws -> Bool) async rethrows -> Bool {
     let end = ContinuousClock.now + .seconds(seconds)
     while ContinuousClock.now < end {
-        if try condition() { return true }
+        if try await condition() { return true }
         try? await Task.sleep(for: .milliseconds(20))
     }
-    return try condition()
+    return try await condition()
 }
 
 func curl(_ arguments: [String]) throws -> PeerResult {
