@@ -50,4 +50,34 @@ struct FleetLeaseTests {
         #expect(lease.tokens == 2 && lease.credit == 0)
         #expect(!lease.isIdle(now: 1, size: 2, rate: 1) && lease.isIdle(now: 2, size: 2, rate: 1))
     }
+
+    @Test func aSpentCreditAfterAFailedRefillLeavesTheCallToTheStoreFailurePolicyAndAsksAgain() {
+        var lease = FleetLease(now: 0)
+        guard case .allowed(let first?) = lease.take(now: 0, size: 2, rate: 1, nextID: 1) else { Issue.record("no refill asked"); return }
+        #expect(lease.take(now: 0, size: 2, rate: 1, nextID: 2) == .allowed(refill: nil))
+        lease.failed(first)
+        // Credit spent, the store silent: not a refusal of the fleet's.
+        #expect(lease.take(now: 0, size: 2, rate: 1, nextID: 3) == .unanswered(refill: .init(id: 3, charged: 2, wanted: 2)))
+        #expect(lease.take(now: 0, size: 2, rate: 1, nextID: 4) == .unanswered(refill: nil), "one refill out at a time")
+        lease.granted(.init(id: 3, charged: 2, wanted: 2), got: 2, wait: 0, now: 0)
+        #expect(lease.credit == 0 && lease.tokens == 2)
+        #expect(lease.take(now: 0, size: 2, rate: 1, nextID: 5) == .allowed(refill: nil))
+    }
+
+    @Test func aCreditSpentWhenAnEmptyBucketAnsweredIsChargedOnceTheBucketRefills() {
+        var lease = FleetLease(now: 0)
+        guard case .allowed(let first?) = lease.take(now: 0, size: 2, rate: 1, nextID: 1) else { Issue.record("no refill asked"); return }
+        lease.granted(first, got: 2, wait: 0, now: 0)
+        #expect(lease.take(now: 0, size: 2, rate: 1, nextID: 2) == .allowed(refill: nil))
+        // A refill out with nothing owed, then a whole lease on credit while it is.
+        guard case .allowed(let out?) = lease.take(now: 0, size: 2, rate: 1, nextID: 3) else { Issue.record("no refill asked"); return }
+        #expect(out.charged == 0)
+        #expect(lease.take(now: 0, size: 2, rate: 1, nextID: 4) == .allowed(refill: nil))
+        #expect(lease.take(now: 0, size: 2, rate: 1, nextID: 5) == .allowed(refill: nil))
+        lease.granted(out, got: 0, wait: 1, now: 0)
+        #expect(lease.credit == 2 && lease.inFlight == nil)
+        #expect(lease.take(now: 0.5, size: 2, rate: 1, nextID: 6) == .refused(wait: 0.5))
+        // Once the fleet's bucket has a token, the owed lease is charged, not refused for ever.
+        #expect(lease.take(now: 1, size: 2, rate: 1, nextID: 7) == .refused(wait: 2, refill: .init(id: 7, charged: 2, wanted: 2)))
+    }
 }

@@ -69,12 +69,11 @@ import Testing
         let lines = loads.flatMap { $0.finish().split(separator: "\n") }
         #expect(lines.count == 400)
         #expect(lines.allSatisfy { $0 == "200 " }, "no call failed because of the store: \(Set(lines))")
-        // The restarted (empty) server has the bucket again: the fleet's limit is back.
-        #expect(try redis.cli(["EXISTS", "gatewayd:rate:fleet:127.0.0.1"]) == "1\n")
         for gateway in gateways {
-            // Logged once per change, not per call.
+            // Back within a backoff (at most 5 s), calls or not; logged once per change, not per call.
+            #expect(await eventually(timeout: 15) { gateway.log.components(separatedBy: "store: connected").count == 3 }, "\(gateway.log)")
             #expect(gateway.log.components(separatedBy: "is down").count == 2, "\(gateway.log)")
-            #expect(gateway.log.components(separatedBy: "store: connected").count == 3)
+            #expect(try runPeer("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(gateway.port)/after"]).text == "200")
             let metrics = try runPeer("/usr/bin/curl", ["-s", "http://127.0.0.1:\(try #require(gateway.adminPort))/metrics"]).text
             #expect(metrics.contains("\ngatewayd_store_up 1.0\n") || metrics.contains("\ngatewayd_store_up 1\n"), "\(metrics)")
             let failures = metrics.firstMatch(of: /\ngatewayd_store_failures_total (\d+)\n/).flatMap { Int($0.1) }
@@ -83,6 +82,8 @@ import Testing
         }
         #expect(try runPeer("/usr/bin/curl", ["-s", "http://127.0.0.1:\(admin)/store"]).text
             == #"{"backend":"redis","address":"127.0.0.1:\#(redis.port)","state":"up"}"#)
+        // The restarted (empty) server has the bucket again: the fleet's limit is back.
+        #expect(try await eventually(timeout: 10) { try redis.cli(["EXISTS", "gatewayd:rate:fleet:127.0.0.1"]) == "1\n" })
     }
 
     @Test(arguments: [("local", "200"), ("deny", "429")])

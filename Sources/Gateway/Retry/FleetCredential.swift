@@ -43,7 +43,7 @@ struct FleetCredential: Sendable {
         let perform = NIOLoopBound(perform, eventLoop: loop)
         let lock = String(UInt64.random(in: 1...UInt64.max), radix: 16)
         let keys = [key, key + ":lock"]
-        let deadline = NIODeadline.now() + .nanoseconds(Int64(Self.lockTime.seconds * 1e9))
+        let deadline = NIODeadline.now() + Self.lockTime.timeAmount
         let (lockMs, keptMs) = (String(Int(Self.lockTime.seconds * 1000)), String(Int(Self.kept.seconds * 1000)))
         @Sendable func ask() -> EventLoopFuture<String> {
             Self.claim.run(on: store, keys: keys, arguments: [used ?? "", lock, lockMs]).hop(to: loop)

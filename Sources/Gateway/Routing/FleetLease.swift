@@ -21,12 +21,17 @@ struct FleetLease: Sendable {
         /// Admitted; `refill` is to be sent to the store.
         case allowed(refill: Refill?)
         /// Refused: the next token is this many seconds away.
-        case refused(wait: Double)
+        case refused(wait: Double, refill: Refill? = nil)
+        /// The store did not answer the last refill and the credit is spent:
+        /// the route's `on_store_failure` decides, and `refill` asks again.
+        case unanswered(refill: Refill?)
     }
 
     private(set) var tokens = 0
     private(set) var credit = 0
     private(set) var inFlight: Refill?
+    /// The last refill got no answer.
+    private var unanswered = false
     /// The fleet's bucket was empty: refused until then once the lease is spent.
     private var emptyUntil = 0.0
     private var lastUsed: Double
@@ -41,7 +46,10 @@ struct FleetLease: Sendable {
         }
         if now < emptyUntil { return .refused(wait: emptyUntil - now) }
         // A spent lease whose refill is late: credit until it answers.
-        guard credit < size else { return .refused(wait: Double(size) / rate) }
+        guard credit < size else {
+            let refill = startRefill(size: size, id: nextID)
+            return unanswered ? .unanswered(refill: refill) : .refused(wait: Double(size) / rate, refill: refill)
+        }
         credit += 1
         return .allowed(refill: startRefill(size: size, id: nextID))
     }
@@ -51,6 +59,7 @@ struct FleetLease: Sendable {
     mutating func granted(_ refill: Refill, got: Int, wait: Double, now: Double) {
         guard inFlight == refill else { return }
         inFlight = nil
+        unanswered = false
         credit -= refill.charged
         tokens += got
         if got < refill.wanted { emptyUntil = now + wait }
@@ -58,7 +67,9 @@ struct FleetLease: Sendable {
 
     /// The refill got no answer: its credit stays, to be charged by the next one.
     mutating func failed(_ refill: Refill) {
-        if inFlight == refill { inFlight = nil }
+        guard inFlight == refill else { return }
+        inFlight = nil
+        unanswered = true
     }
 
     /// Nothing leased, owed or asked, and quiet for a lease's worth of time:

@@ -41,22 +41,29 @@ final class FleetRateLimit: Sendable {
         prefix = store.config.keyPrefix + "rate:" + route + ":"
     }
 
-    /// nil when the call goes ahead, else the seconds until it may.
-    func check(_ key: String, now: Double) -> Double? {
-        let (size, rate) = (config.leaseSize, config.rate)
+    enum Verdict: Equatable {
+        case allowed
+        /// The next token is this many seconds away.
+        case refused(wait: Double)
+        /// The store is not answering: `on_store_failure` decides.
+        case unanswered
+    }
+
+    func check(_ key: String, now: Double) -> Verdict {
+        let (size, rate, maxKeys) = (config.leaseSize, config.rate, config.maxKeys)
         let hash = key.hashValue
         let decision = state.withLock { state in
-            if state.byKey[hash] == nil, state.byKey.count >= config.maxKeys { forgetSome(&state.byKey, now: now) }
+            if state.byKey[hash] == nil { state.byKey.makeRoom(maxKeys: maxKeys) { $0.isIdle(now: now, size: size, rate: rate) } }
             state.nextID &+= 1
             return state.byKey[hash, default: FleetLease(now: now)].take(now: now, size: size, rate: rate, nextID: state.nextID)
         }
-        switch decision {
-        case .refused(let wait):
-            return wait
-        case .allowed(let refill):
-            if let refill { send(refill, key: key, hash: hash) }
-            return nil
+        let (verdict, refill): (Verdict, FleetLease.Refill?) = switch decision {
+        case .allowed(let refill): (.allowed, refill)
+        case .refused(let wait, let refill): (.refused(wait: wait), refill)
+        case .unanswered(let refill): (.unanswered, refill)
         }
+        if let refill { send(refill, key: key, hash: hash) }
+        return verdict
     }
 
     private func send(_ refill: FleetLease.Refill, key: String, hash: Int) {
@@ -71,14 +78,6 @@ final class FleetRateLimit: Sendable {
                 }
                 state.byKey[hash]?.granted(refill, got: Int(got), wait: Double(waitMs) / 1000, now: now)
             }
-        }
-    }
-
-    private func forgetSome(_ leases: inout [Int: FleetLease], now: Double) {
-        let (size, rate) = (config.leaseSize, config.rate)
-        leases = leases.filter { !$0.value.isIdle(now: now, size: size, rate: rate) }
-        if leases.count >= config.maxKeys {
-            for key in Array(leases.keys.prefix(max(1, config.maxKeys / 10))) { leases[key] = nil }
         }
     }
 }

@@ -60,14 +60,21 @@ final class RateLimiter: Sendable {
 
     private func decide(_ key: String, now: Double) -> Double? {
         if let fleet {
-            if fleet.store.isAvailable { return fleet.check(key, now: now) }
+            if fleet.store.isAvailable {
+                switch fleet.check(key, now: now) {
+                case .allowed: return nil
+                case .refused(let wait): return wait
+                case .unanswered: break
+                }
+            }
             storeDown.increment()
             if config.onStoreFailure == .deny { return 1 }
         }
         let (rate, capacity) = (config.rate, config.capacity)
         let key = key.hashValue
+        let maxKeys = config.maxKeys
         return buckets.withLock { buckets -> Double? in
-            if buckets[key] == nil, buckets.count >= config.maxKeys { forgetSome(&buckets, now: now) }
+            if buckets[key] == nil { buckets.makeRoom(maxKeys: maxKeys) { $0.isIdle(now: now, rate: rate, capacity: capacity) } }
             return buckets[key, default: TokenBucket(capacity: capacity, now: now)].take(now: now, rate: rate, capacity: capacity)
         }
     }
@@ -90,13 +97,16 @@ final class RateLimiter: Sendable {
         return ["Retry-After": seconds, "RateLimit-Policy": "\"\(policy)\";q=\(config.requests);w=\(window)",
                 "RateLimit": "\"\(policy)\";r=0;t=\(seconds)"]
     }
+}
 
-    private func forgetSome(_ buckets: inout [Int: TokenBucket], now: Double) {
-        let (rate, capacity) = (config.rate, config.capacity)
-        buckets = buckets.filter { !$0.value.isIdle(now: now, rate: rate, capacity: capacity) }
-        // Every key busy: a tenth goes (their next calls start full again).
-        if buckets.count >= config.maxKeys {
-            for key in Array(buckets.keys.prefix(max(1, config.maxKeys / 10))) { buckets[key] = nil }
+extension Dictionary where Key == Int {
+    /// Room for one more key in a map kept to `maxKeys`: idle entries go
+    /// first; when every key is busy, a tenth go (their next calls start anew).
+    mutating func makeRoom(maxKeys: Int, isIdle: (Value) -> Bool) {
+        guard count >= maxKeys else { return }
+        self = filter { !isIdle($0.value) }
+        if count >= maxKeys {
+            for key in Array(keys.prefix(Swift.max(1, maxKeys / 10))) { self[key] = nil }
         }
     }
 }

@@ -11,7 +11,9 @@ import Synchronization
 /// command unanswered within `timeout` closes the connection, and a closed
 /// or refused connection puts the store down for a backoff (100 ms doubling
 /// up to 5 s) during which commands fail at once: no caller waits on a store
-/// known to be down. Each change between up and down is logged once.
+/// known to be down. When the backoff ends the client tries again by itself
+/// (a PING), so the store is back up, and shown so, without waiting for a
+/// call. Each change between up and down is logged once.
 public final class RedisClient: Sendable {
     public enum Health: Sendable, Equatable {
         case unknown, up
@@ -25,6 +27,9 @@ public final class RedisClient: Sendable {
     private let logger: Logger
     private let tls: NIOSSLContext?
     private let state = Mutex(State())
+    /// The end of the current backoff (uptime ns), apart from `state`: every
+    /// fleet call reads it, without taking the lock.
+    private let downUntil = Atomic<UInt64>(0)
     private let upGauge: Gauge
     private let commands: Counter
     private let failures: Counter
@@ -33,6 +38,8 @@ public final class RedisClient: Sendable {
         var connection = Connection.idle
         var backoff = Duration.milliseconds(100)
         var health = Health.unknown
+        /// `close()` was called: a connection that completes later is closed at once.
+        var closed = false
     }
 
     private enum Connection {
@@ -58,12 +65,7 @@ public final class RedisClient: Sendable {
     public var health: Health { state.withLock { $0.health } }
 
     /// False while the store is down and its backoff has not passed: callers decide locally meanwhile.
-    var isAvailable: Bool {
-        state.withLock { state in
-            if case .down(let until) = state.connection { return NIODeadline.now() >= until }
-            return true
-        }
-    }
+    var isAvailable: Bool { NIODeadline.now().uptimeNanoseconds >= downUntil.load(ordering: .relaxed) }
 
     /// The reply to `arguments` (a Redis error reply included), or a
     /// `StoreFailure` within `timeout`. Completes on the client's event loop.
@@ -81,9 +83,10 @@ public final class RedisClient: Sendable {
     public func close() {
         loop.execute {
             let connection = self.state.withLock { state in
-                defer { state.connection = .down(until: .distantFuture) }
+                defer { (state.connection, state.closed) = (.down(until: .distantFuture), true) }
                 return state.connection
             }
+            self.downUntil.store(.max, ordering: .relaxed)
             if case .connected(let channel) = connection { channel.close(promise: nil) }
         }
     }
@@ -113,7 +116,7 @@ public final class RedisClient: Sendable {
 
     private func write(_ bytes: ByteBuffer, _ reply: EventLoopPromise<RedisValue>, on channel: any Channel) {
         let timeout = config.timeout
-        let timer = loop.scheduleTask(in: .nanoseconds(Int64(timeout.seconds * 1e9))) {
+        let timer = loop.scheduleTask(in: timeout.timeAmount) {
             self.wentDown("no reply within \(timeout)", channel: channel)
         }
         // The store's state changes before the caller hears: it sees a store
@@ -138,7 +141,7 @@ public final class RedisClient: Sendable {
     private func connect() -> EventLoopFuture<any Channel> {
         let (config, tls) = (config, tls)
         let connected = ClientBootstrap(group: loop)
-            .connectTimeout(.nanoseconds(Int64(config.timeout.seconds * 1e9)))
+            .connectTimeout(config.timeout.timeAmount)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -174,7 +177,11 @@ public final class RedisClient: Sendable {
     }
 
     private func connected(_ channel: any Channel) {
-        state.withLock { $0.connection = .connected(channel) }
+        let closed = state.withLock { state in
+            if !state.closed { state.connection = .connected(channel) }
+            return state.closed
+        }
+        if closed { return channel.close(promise: nil) }
         channel.closeFuture.whenComplete { _ in self.wentDown("connection closed", channel: channel) }
     }
 
@@ -194,12 +201,15 @@ public final class RedisClient: Sendable {
     /// The store is down for the backoff; `channel` (if still the current one) is closed.
     private func wentDown(_ reason: String, channel: (any Channel)?) {
         let (changed, backoff) = state.withLock { state -> (Bool, Duration) in
+            if state.closed { return (false, .zero) }
             if let channel {
                 // A channel closed after another replaced it changes nothing.
                 guard case .connected(let current) = state.connection, current === channel else { return (false, .zero) }
             }
             let backoff = state.backoff
-            state.connection = .down(until: .now() + .nanoseconds(Int64(backoff.seconds * 1e9)))
+            let until = NIODeadline.now() + backoff.timeAmount
+            state.connection = .down(until: until)
+            downUntil.store(until.uptimeNanoseconds, ordering: .relaxed)
             state.backoff = min(backoff * 2, .seconds(5))
             let wasDown = state.health.isDown
             state.health = .down(reason)
@@ -207,11 +217,22 @@ public final class RedisClient: Sendable {
         }
         channel?.close(promise: nil)
         guard backoff > .zero else { return }
+        loop.scheduleTask(in: backoff.timeAmount) { self.tryAgain() }
         failures.increment()
         if changed {
             upGauge.record(0)
             logger.warning("store: redis at \(config.host):\(config.port) is down (\(reason)); local behaviour until it is back, retrying after \(backoff)")
         }
+    }
+}
+
+extension RedisClient {
+    /// A backoff is over: tries again unless a call already has (the store is
+    /// no longer down, or down for a later backoff) or `close()` ended the
+    /// tries (down for good).
+    private func tryAgain() {
+        guard case .down(let until) = state.withLock({ $0.connection }), NIODeadline.now() >= until else { return }
+        send(["PING"]).whenComplete { _ in }
     }
 }
 
