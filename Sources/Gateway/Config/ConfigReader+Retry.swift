@@ -46,10 +46,7 @@ extension ConfigReader {
             }
             if let w = budget.take("window"), let v = duration(w, budget.path("window")) { spec.window = v }
             if let m = budget.take("min_retries"), let v = int(m, budget.path("min_retries"), in: 0...100_000) { spec.minRetries = v }
-            if let s = budget.take("scope"), let scope = oneOf(s, budget.path("scope"), StoreScope.self) {
-                spec.scope = scope
-                if scope == .fleet, !hasStore { report(s, budget.path("scope"), "fleet needs a top-level store (store: {redis: {url: ...}})") }
-            }
+            if let s = budget.take("scope"), let scope = storeScope(s, budget.path("scope"), hasStore: hasStore) { spec.scope = scope }
             policy.budget = spec
         }
         return policy
@@ -238,10 +235,7 @@ extension ConfigReader {
         var spec = RefreshSpec(upstream: upstream ?? "", method: method, path: requestPath ?? "/", headers: headers, body: body,
                                capturePointer: pointer ?? JSONPointer("")!, captureHeader: header ?? "", format: format)
         if let n = fields.take("min_interval"), let v = duration(n, fields.path("min_interval")) { spec.minInterval = v }
-        if let n = fields.take("share"), let share = oneOf(n, fields.path("share"), StoreScope.self) {
-            spec.share = share
-            if share == .fleet, config.store == nil { report(n, fields.path("share"), "fleet needs a top-level store (store: {redis: {url: ...}})") }
-        }
+        if let n = fields.take("share"), let share = storeScope(n, fields.path("share"), hasStore: config.store != nil) { spec.share = share }
         guard upstream != nil, requestPath != nil, pointer != nil, header != nil else { return nil }
         return spec
     }

@@ -111,10 +111,7 @@ extension ConfigReader {
                 report(n, fields.path("key"), "expected client_ip or header:NAME, found '\(text)'")
             }
         }
-        if let n = fields.take("scope"), let scope = oneOf(n, fields.path("scope"), StoreScope.self) {
-            limit.scope = scope
-            if scope == .fleet, !hasStore { report(n, fields.path("scope"), "fleet needs a top-level store (store: {redis: {url: ...}})") }
-        }
+        if let n = fields.take("scope"), let scope = storeScope(n, fields.path("scope"), hasStore: hasStore) { limit.scope = scope }
         if let n = fields.take("lease"), let v = int(n, fields.path("lease"), in: 1...1_000_000) {
             limit.lease = v
             if v > requests + limit.burst { report(n, fields.path("lease"), "must be at most requests + burst (\(requests + limit.burst))") }

@@ -36,4 +36,11 @@ extension ConfigReader {
         }
         return store
     }
+
+    /// A `scope` or `share` key: local or fleet, fleet only with a store.
+    func storeScope(_ node: Node, _ path: String, hasStore: Bool) -> StoreScope? {
+        let scope = oneOf(node, path, StoreScope.self)
+        if scope == .fleet, !hasStore { report(node, path, "fleet needs a top-level store (store: {redis: {url: ...}})") }
+        return scope
+    }
 }
