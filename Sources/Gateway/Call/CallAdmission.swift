@@ -37,11 +37,12 @@ enum CallAdmission {
     }
 
     /// `now`: seconds on the rate limiters' clock. Returns the trace id the
-    /// call carries (logged whatever the decision) and the decision.
+    /// call carries (logged whatever the decision), the gateway's hop in it
+    /// (its spans' ids) and the decision.
     static func admit(_ head: inout RequestHead, client: Client, config: GatewayConfig, router: Router, random: inout SplitMix64,
-                      now: Double) -> (traceID: String?, decision: Decision) {
-        let traceID = CallTrace.apply(&head.headers, config: config.tracing, random: &random)
-        return (traceID, decide(&head, client: client, limits: config.limits, router: router, now: now))
+                      now: Double) -> (traceID: String?, hop: CallTrace.Hop?, decision: Decision) {
+        let (traceID, hop) = CallTrace.apply(&head.headers, config: config.tracing, random: &random)
+        return (traceID, hop, decide(&head, client: client, limits: config.limits, router: router, now: now))
     }
 
     private static func decide(_ head: inout RequestHead, client: Client, limits: Limits, router: Router, now: Double) -> Decision {

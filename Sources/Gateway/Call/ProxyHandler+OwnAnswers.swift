@@ -65,6 +65,10 @@ extension ProxyHandler {
         guard exchange.logOnce() else { return }
         let now = now
         (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start, now: now)
+        if var spans = spans.take(), let exporter = shared.spans, let spanBuffer {
+            exporter.record(spans.finish(route: routeMetrics == nil ? nil : log.route, status: status, outcome: outcome, tries: log.tries, now: now),
+                            into: spanBuffer)
+        }
         guard let accessLog = shared.accessLog, let accessLogBuffer else { return }
         // The exchange's one line takes its entry over: a copy would retain each of its strings.
         var entry = AccessLog.Entry(start: log.start)

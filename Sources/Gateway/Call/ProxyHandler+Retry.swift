@@ -17,6 +17,7 @@ extension ProxyHandler {
                                                      retryAllowed: { budget?.takeRetry() ?? true })
         else { return false }
         logTry(outcome, decided)
+        if case .retry = verdict { spans?.tryEnded(now: now) } else if case .refresh = verdict { spans?.tryEnded(now: now) }
         if case .response(let status, _, _) = outcome { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
         switch verdict {
         case .forward:
@@ -52,8 +53,22 @@ extension ProxyHandler {
         let metrics = call.route.metrics
         let (pool, maxBodyBytes) = (pool, shared.config.limits.maxRefreshBodyBytes)
         let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
+        let traced = spans?.refresh(method: spec.method, upstream: refresher.upstream, random: &random)
+        let (exporter, spanBuffer) = (shared.spans, spanBuffer)
         let start = refresher.refresh(after: call.credentials[index], on: client.eventLoop) {
-            pool.exchange(spec.request(to: refresher.upstream), upstream: refresher.upstream, timeout: timeout, maxBodyBytes: maxBodyBytes)
+            var request = spec.request(to: refresher.upstream)
+            if let traced { request.headers.set("traceparent", traced.traceparent) }
+            let started = NIODeadline.now()
+            return pool.exchange(request, upstream: refresher.upstream, timeout: timeout, maxBodyBytes: maxBodyBytes)
+                .always { answer in
+                    guard var span = traced?.0, let exporter, let spanBuffer else { return }
+                    (span.start, span.end) = (started.uptimeNanoseconds, NIODeadline.now().uptimeNanoseconds)
+                    switch answer {
+                    case .success(let answer): span.status = answer.status
+                    case .failure(let error): span.outcome = (error as? UpstreamError)?.name ?? "error"
+                    }
+                    exporter.record([span], into: spanBuffer)
+                }
                 .flatMapThrowing { answer in try spec.capture(status: answer.status, body: answer.body) }
                 .always { metrics.refreshFinished(ok: (try? $0.get()) != nil) }
         }

@@ -48,6 +48,11 @@ extension ProxyHandler {
         }
         let endpoint = state.pick(exclude: call.endpoint?.index, random: random.next())
         call.endpoint = endpoint
+        if spans != nil {
+            let traceparent = spans!.tryStarted(method: call.request.method, upstream: route.upstream.name, endpoint: endpoint.url, now: now,
+                                                random: &random)
+            call.request.headers.set("traceparent", traceparent)
+        }
         // An idle pooled connection is used at once: no waiter closure to allocate.
         if let connection = pool.takeIdle(endpoint, now: now) {
             if !connectionReady(connection, token) { connection.giveBack() }
@@ -106,6 +111,7 @@ extension ProxyHandler {
         log.tries = machine.tries
         log.sentAt = now
         log.upstreamAddress = connection.peerAddress
+        spans?.tryConnected(to: connection.peerAddress)
         log.upstreamStatus = nil
         log.firstByte = nil
         call.perTryTimer?.cancel()
@@ -161,6 +167,7 @@ extension ProxyHandler {
         // Logged whatever the validators make of it.
         let status = Int(upstreamHead.status.code)
         log.upstreamStatus = status
+        spans?.tryAnswered(status: status)
         if let sentAt = log.sentAt { log.firstByte = now - sentAt }
         // The call read once: each `call?.` retains and releases it.
         guard let call else { return }
@@ -263,6 +270,7 @@ extension ProxyHandler {
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) {
         guard let call else { return }
         log.reason = error.description
+        spans?.tryFailed(error.name, now: now)
         call.connection = nil
         // A drained refusal was judged already: this is a no-op for it.
         judgeTry(OutlierConfig.Failure(error.kind))

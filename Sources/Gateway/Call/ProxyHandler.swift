@@ -22,6 +22,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// found on first use per context (a lookup costs ~270 instructions).
     private var loopPool: UpstreamPool?
     private var loopLogBuffer: AccessLog.Buffer?
+    private var loopSpanBuffer: SpanExporter.Buffer?
     /// Where answers go.
     let client: any ClientSide
 
@@ -40,6 +41,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// Request ids come from this: no syscall per call or per HTTP/2 stream.
     var random: SplitMix64
     var log = AccessLog.Entry()
+    /// The call's spans, when it is sampled and spans are exported.
+    var spans: CallSpans?
     /// The matched route's metrics (nil until a route matched).
     var routeMetrics: RouteMetrics?
     /// The instant of the event being handled (`atEvent`): the machines,
@@ -76,6 +79,14 @@ final class ProxyHandler: UpstreamResponseDelegate {
         let pool = shared.pools.pool(for: client.eventLoop)
         loopPool = pool
         return pool
+    }
+
+    var spanBuffer: SpanExporter.Buffer? {
+        guard let exporter = shared.spans else { return nil }
+        if let loopSpanBuffer { return loopSpanBuffer }
+        let buffer = exporter.buffer(for: client.eventLoop)
+        loopSpanBuffer = buffer
+        return buffer
     }
 
     var accessLogBuffer: AccessLog.Buffer? {
@@ -140,7 +151,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
             shared = context
             loopPool = nil
             loopLogBuffer = nil
+            loopSpanBuffer = nil
         }
+        spans = nil
         log = AccessLog.Entry(start: now, client: client.peerAddress, proto: protocolName(head.version), method: head.method.rawValue,
                               target: head.uri, userAgent: shared.accessLog == nil ? nil : head.headers["User-Agent"])
         routeMetrics = nil
@@ -155,10 +168,14 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     func received(_ head: consuming RequestHead) {
         let framing = client.requestFraming
-        let (traceID, decision) = CallAdmission.admit(
+        let (traceID, hop, decision) = CallAdmission.admit(
             &head, client: .init(address: client.peerAddress, localAuthority: client.localAuthority, canTunnel: client.canTunnel, framing: framing),
             config: shared.config, router: shared.router, random: &random, now: Double(now.uptimeNanoseconds) / 1e9)
         log.traceID = traceID
+        if let hop, shared.spans != nil, hop.context.flags.contains(.sampled) {
+            spans = CallSpans(hop: hop, method: log.method, target: log.target, client: log.client, protocolVersion: head.version.major == 2 ? "2" : "1.1",
+                              start: log.start)
+        }
         let admitted: CallAdmission.Admitted
         switch decision {
         case .answered(let problem, let extraHeaders, let close, let route):

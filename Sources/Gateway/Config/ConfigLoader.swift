@@ -89,11 +89,7 @@ extension ConfigReader {
         }
         if let node = fields.take("admin") { config.admin = readAdmin(node, "admin") }
         if let node = fields.take("limits") { config.limits = readLimits(node, "limits") }
-        if let node = fields.take("tracing"), let tracing = mapping(node, "tracing", known: ["propagate", "start"]) {
-            if let n = tracing.take("propagate"), let v = bool(n, tracing.path("propagate")) { config.tracing.propagate = v }
-            if let n = tracing.take("start"), let v = bool(n, tracing.path("start")) { config.tracing.start = v }
-            tracing.finish()
-        }
+        if let node = fields.take("tracing") { config.tracing = readTracing(node, "tracing") }
         if let node = fields.take("logging"), let logging = mapping(node, "logging", known: ["access_log", "level", "format"]) {
             defer { logging.finish() }
             if let n = logging.take("format"), let v = oneOf(n, "logging.format", LoggingConfig.Format.self) { config.logging.format = v }

@@ -196,7 +196,7 @@ extension ConfigReader {
     }
 
     /// `Name: value` pairs; a list of values adds the header once per value.
-    private func readHeaderFields(_ node: Node, _ path: String) -> [HeaderList.Field] {
+    func readHeaderFields(_ node: Node, _ path: String) -> [HeaderList.Field] {
         guard let fields = mapping(node, path, known: nil) else { return [] }
         var result: [HeaderList.Field] = []
         for entry in fields.entries {

@@ -47,11 +47,37 @@ public struct GatewayConfig: Sendable {
 public struct TracingConfig: Sendable, Hashable {
     public var propagate = false
     public var start = false
-    public init(propagate: Bool = false, start: Bool = false) {
+    /// `export.otlp`: the spans of sampled calls go to an OpenTelemetry collector.
+    public var export: SpanExportConfig?
+    public init(propagate: Bool = false, start: Bool = false, export: SpanExportConfig? = nil) {
         self.propagate = propagate
         self.start = start
+        self.export = export
     }
     public var isOn: Bool { propagate || start }
+}
+
+/// `tracing.export.otlp`: where and how spans are sent (OTLP 1.x over
+/// HTTP/1.1 as protobuf, or gRPC over HTTP/2), the share of new traces
+/// sampled, and the `service.name` they carry.
+public struct SpanExportConfig: Sendable, Hashable {
+    public enum Transport: String, Sendable, CaseIterable {
+        case httpProtobuf = "http/protobuf"
+        case grpc
+    }
+
+    /// The collector; for http/protobuf a URL without a path posts to `/v1/traces`.
+    public var endpoint: UpstreamURL
+    public var transport = Transport.httpProtobuf
+    /// Of the traces that start here; a propagated trace keeps its caller's sampled flag.
+    public var sampleRatio = 1.0
+    public var serviceName = "gatewayd"
+    /// Sent with every export (a collector's API key).
+    public var headers = HeaderList()
+    /// An export unanswered this long fails, and its spans are dropped.
+    public var timeout = Duration.seconds(10)
+
+    public init(endpoint: UpstreamURL) { self.endpoint = endpoint }
 }
 
 public struct LoggingConfig: Sendable, Hashable {

@@ -38,6 +38,8 @@ public actor GatewayServer: Service {
     /// The filters' shared data, queues and metrics, across reloads.
     private lazy var filterState = FilterSharedState(factory: metrics.factory)
     private var healthChecker: HealthChecker?
+    /// Where spans go while `tracing.export` is on (kept across reloads that leave it as it is).
+    private var spanExporter: SpanExporter?
     /// The upstreams now served, for `upstreamsJSON` (read off the actor).
     private nonisolated let servedStates = Mutex<[UpstreamState]>([])
     /// A route of the served config goes to the built-in echo (listed by `GET /upstreams` too).
@@ -143,6 +145,7 @@ public actor GatewayServer: Service {
         try accessLog.sink.open()
         let (contexts, store) = try makeContexts(config)
         routeState.commit(store)
+        spanExporter = contexts.first?.spans
         pools = contexts.first?.pools
         checkHealth(pools)
         servesEcho.withLock { $0 = config.routes.contains { $0.upstream == UpstreamConfig.echoName } }
@@ -178,9 +181,19 @@ public actor GatewayServer: Service {
         } catch {
             for bound in added.values { try? await bound.channel.close() }
             routeState.rollback(store)
+            if let spans = contexts.first?.spans, spans !== spanExporter { await spans.stop(timeout: .zero) }
             throw error
         }
         routeState.commit(store)
+        if let old = spanExporter, old !== contexts.first?.spans {
+            // Calls still on the old config end within the drain timeout; their spans go out after them.
+            let grace = newConfig.limits.drainTimeout
+            Task {
+                try? await Task.sleep(for: grace)
+                await old.stop(timeout: .seconds(5))
+            }
+        }
+        spanExporter = contexts.first?.spans
         for (key, context) in kept { listeners[key]!.slot.context = context }
         for (key, bound) in listeners where kept[key] == nil {
             bound.quiescing.initiateShutdown(promise: nil)
@@ -221,6 +234,8 @@ public actor GatewayServer: Service {
         for bound in listeners.values { try? await bound.channel.close() }
         listeners = [:]
         routeState.currentStore?.close()
+        await spanExporter?.stop(timeout: .seconds(5))
+        spanExporter = nil
         await accessLog.flushAll()
         if ownsGroup { try await group.shutdownGracefully() }
     }
@@ -228,7 +243,7 @@ public actor GatewayServer: Service {
     /// The health checks of `pools`' upstreams from now on (none when nil).
     private func checkHealth(_ pools: UpstreamPools?) {
         healthChecker?.stop()
-        healthChecker = pools.map { HealthChecker(loop: group.next(), pools: $0) }
+        healthChecker = pools.map { HealthChecker(loop: group.next(), pools: $0, spans: spanExporter) }
         healthChecker?.start()
         servedStates.withLock { $0 = pools?.states.values.sorted { $0.name < $1.name } ?? [] }
     }
@@ -267,7 +282,17 @@ public actor GatewayServer: Service {
             storeLogger.logLevel = logger.logLevel
             return try RedisClient(config: store, loop: group.next(), logger: storeLogger, factory: metrics.factory)
         }
+        var spans: SpanExporter?
         do {
+            if let export = config.tracing.export {
+                if let current = spanExporter, current.config == export {
+                    spans = current
+                } else {
+                    var spanLogger = Logger(label: "gatewayd.tracing")
+                    spanLogger.logLevel = logger.logLevel
+                    spans = try SpanExporter(config: export, servingLoops: Array(group.makeIterator()), logger: spanLogger, factory: metrics.factory)
+                }
+            }
             let router = Router(config: config, metrics: metrics, state: routeState)
             let pools = try UpstreamPools(group: group, upstreams: config.upstreams,
                                           states: upstreamStates.states(for: config.upstreams, logger: logger, factory: metrics.factory))
@@ -277,11 +302,13 @@ public actor GatewayServer: Service {
             let contexts = try config.listeners.map { listener in
                 ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
                                 accessLog: accessLog, logger: logger, metrics: metrics,
-                                tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }, filters: filters)
+                                tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }, filters: filters,
+                                spans: spans)
             }
             return (contexts, store)
         } catch {
             routeState.rollback(store)
+            if let spans, spans !== spanExporter { Task { await spans.stop(timeout: .zero) } }
             throw error
         }
     }

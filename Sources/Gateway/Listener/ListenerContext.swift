@@ -26,12 +26,15 @@ final class ListenerContext: Sendable {
     let tls: NIOSSLContext?
     /// Each event loop's filter VMs (nil: the config has no filters).
     let filters: FilterHosts?
+    /// Where sampled calls' spans go (nil: `tracing.export` is off).
+    let spans: SpanExporter?
 
     init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier],
          validators: [any ResponseValidator], accessLog: AccessLog?, logger: Logger, metrics: GatewayMetrics, tls: NIOSSLContext?,
-         filters: FilterHosts? = nil) {
+         filters: FilterHosts? = nil, spans: SpanExporter? = nil) {
         self.tls = tls
         self.filters = filters
+        self.spans = spans
         scheme = tls == nil ? "http" : "https"
         self.metrics = metrics
         self.validators = validators

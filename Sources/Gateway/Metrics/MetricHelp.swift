@@ -17,6 +17,8 @@ public enum MetricHelp {
         "gatewayd_store_up": "1 while the Redis store answers, 0 once it is down.",
         "gatewayd_store_commands_total": "Commands sent to the Redis store.",
         "gatewayd_store_failures_total": "Connections to the Redis store refused, closed or too slow (each failed reconnect counts).",
+        "gatewayd_spans_exported_total": "Spans the OTLP collector took.",
+        "gatewayd_spans_dropped_total": "Spans dropped, by reason: a full queue, or an export that failed.",
         "gatewayd_endpoint_requests_total": "Tries sent to an endpoint, by upstream and endpoint.",
         "gatewayd_endpoint_healthy": "1 while the health check finds an endpoint healthy, else 0.",
         "gatewayd_endpoint_ejections_total": "Times an endpoint was ejected by outlier detection.",

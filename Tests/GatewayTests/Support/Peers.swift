@@ -48,6 +48,8 @@ final class BackgroundPeer {
     private let out = Pipe()
     /// What `waitFor` read already.
     private var read = ""
+    /// What the peer wrote so far, as far as `waitFor` read it.
+    var output: String { read }
 
     init(_ executable: String, _ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: executable)

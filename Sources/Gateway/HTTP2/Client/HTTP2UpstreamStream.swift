@@ -162,7 +162,8 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
 extension HeaderBlock {
     /// A request as an HTTP/2 header block: the pseudo-header fields first
     /// (`Host` becomes `:authority`), then the fields without hop-by-hop
-    /// ones; a known body length is still stated (RFC 9113 §8.1.1).
+    /// ones but `te: trailers`, the one HTTP/2 carries (RFC 9113 §8.2.2; gRPC
+    /// servers require it); a known body length is still stated (§8.1.1).
     init(request: UpstreamRequest, scheme: String) {
         self.init(capacity: request.headers.count + 4)
         add(":method", request.method)
@@ -170,7 +171,8 @@ extension HeaderBlock {
         add(":authority", request.headers["Host"] ?? "")
         add(":path", request.target)
         request.headers.withFields { fields in
-            for i in fields.indices where !HeaderList.isHopByHop(fields[i].name) && !HeaderList.equalNames(fields[i].name, "Host") {
+            for i in fields.indices where !HeaderList.equalNames(fields[i].name, "Host") {
+                if HeaderList.isHopByHop(fields[i].name), !HeaderList.equalNames(fields[i].name, "te") || fields[i].value != "trailers" { continue }
                 add(fields[i].name, fields[i].value)
             }
         }

@@ -1,0 +1,195 @@
+import CoreMetrics
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Rewriter
+import Synchronization
+
+/// Sends the spans of sampled calls to an OTLP collector in batches, from
+/// an event loop of its own: a call hands its spans to its loop's buffer
+/// (one uncontended lock) and never waits on the collector. The batches go
+/// through the gateway's own upstream client (HTTP/1.1, or HTTP/2 for
+/// gRPC). A full buffer or queue, or an export that fails, drops spans,
+/// counted; nothing is retried (OpenTelemetry's batch processor does the same).
+final class SpanExporter: Sendable {
+    static let batchSize = 512
+    /// Spans a loop's buffer, and the exporter's queue, hold at most.
+    static let bufferLimit = 8192
+    static let queueLimit = 16384
+    /// Exports in flight at most.
+    static let concurrency = 4
+    static let tick = TimeAmount.milliseconds(250)
+    /// A batch smaller than `batchSize` waits this many ticks at most.
+    static let partialBatchTicks = 4
+
+    let config: SpanExportConfig
+    private let group: MultiThreadedEventLoopGroup
+    private let loop: any EventLoop
+    private let pools: UpstreamPools
+    private let collector: UpstreamConfig
+    private let target: String
+    private let buffers: [ObjectIdentifier: Buffer]
+    private let state: NIOLoopBoundBox<State>
+    private let logger: Logger
+    private let exported: Counter
+    private let droppedFull: Counter
+    private let droppedFailed: Counter
+
+    /// One serving loop's spans, waiting for the exporter.
+    final class Buffer: Sendable {
+        let spans = Mutex<[Span]>([])
+    }
+
+    private struct State {
+        var queue: [Span] = []
+        var inFlight = 0
+        var ticksWaited = 0
+        var task: RepeatedTask?
+        var stopped = false
+        /// The last export failed: logged once until one succeeds.
+        var failing = false
+    }
+
+    init(config: SpanExportConfig, servingLoops: [any EventLoop], logger: Logger, factory: any MetricsFactory) throws {
+        self.config = config
+        self.logger = logger
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        loop = group.next()
+        var collector = UpstreamConfig(name: "otlp", url: config.endpoint, maxConnections: Self.concurrency,
+                                       connectTimeout: min(config.timeout, .seconds(5)), http2: config.transport == .grpc)
+        collector.idleTimeout = .seconds(4)
+        self.collector = collector
+        target = switch config.transport {
+        case .grpc: "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+        case .httpProtobuf: config.endpoint.basePath.isEmpty ? "/v1/traces" : config.endpoint.basePath
+        }
+        pools = try UpstreamPools(group: group, upstreams: [collector])
+        buffers = Dictionary(uniqueKeysWithValues: servingLoops.map { (ObjectIdentifier($0), Buffer()) })
+        state = NIOLoopBoundBox.makeBoxSendingValue(State(), eventLoop: loop)
+        exported = Counter(label: "gatewayd_spans_exported_total", factory: factory)
+        droppedFull = Counter(label: "gatewayd_spans_dropped_total", dimensions: [("reason", "queue-full")], factory: factory)
+        droppedFailed = Counter(label: "gatewayd_spans_dropped_total", dimensions: [("reason", "export-failed")], factory: factory)
+        loop.execute { [self] in
+            state.value.task = loop.scheduleRepeatedTask(initialDelay: Self.tick, delay: Self.tick) { [self] _ in collect(flush: false) }
+        }
+    }
+
+    func buffer(for eventLoop: any EventLoop) -> Buffer { buffers[ObjectIdentifier(eventLoop)]! }
+
+    /// A call's spans, on its event loop's `buffer`.
+    func record(_ spans: [Span], into buffer: Buffer) {
+        let kept = buffer.spans.withLock { buffered in
+            guard buffered.count + spans.count <= Self.bufferLimit else { return false }
+            buffered.append(contentsOf: spans)
+            return true
+        }
+        if !kept { droppedFull.increment(by: spans.count) }
+    }
+
+    /// A span made off the calls' loops (a health check's): straight to the queue.
+    func record(_ span: Span) {
+        loop.execute { [self] in enqueue([span]) }
+    }
+
+    /// Sends what is left, waiting at most `timeout` for it, and stops.
+    func stop(timeout: Duration) async {
+        let done = loop.makePromise(of: Void.self)
+        loop.execute { [self] in
+            state.value.task?.cancel()
+            state.value.stopped = true
+            collect(flush: true)
+            waitForExports(done, until: .now() + timeout.timeAmount)
+        }
+        try? await done.futureResult.get()
+        try? await group.shutdownGracefully()
+    }
+
+    private func waitForExports(_ done: EventLoopPromise<Void>, until deadline: NIODeadline) {
+        if state.value.inFlight == 0 || NIODeadline.now() >= deadline { return done.succeed() }
+        loop.scheduleTask(in: .milliseconds(10)) { [self] in waitForExports(done, until: deadline) }
+    }
+
+    private func enqueue(_ spans: [Span]) {
+        let room = Self.queueLimit - state.value.queue.count
+        if spans.count > room { droppedFull.increment(by: spans.count - max(0, room)) }
+        state.value.queue.append(contentsOf: spans.prefix(max(0, room)))
+    }
+
+    private func collect(flush: Bool) {
+        for buffer in buffers.values {
+            var taken: [Span] = []
+            buffer.spans.withLock { swap(&taken, &$0) }
+            if !taken.isEmpty { enqueue(taken) }
+        }
+        state.value.ticksWaited += 1
+        send(flush: flush)
+    }
+
+    /// Whole batches while exports may start; a partial one once it has
+    /// waited long enough (or when flushing).
+    private func send(flush: Bool) {
+        while state.value.inFlight < Self.concurrency, !state.value.queue.isEmpty {
+            let whole = state.value.queue.count >= Self.batchSize
+            guard whole || flush || state.value.ticksWaited >= Self.partialBatchTicks else { return }
+            let batch = Array(state.value.queue.prefix(Self.batchSize))
+            state.value.queue.removeFirst(batch.count)
+            state.value.ticksWaited = 0
+            export(batch)
+        }
+    }
+
+    private func export(_ batch: [Span]) {
+        state.value.inFlight += 1
+        var body = OTLPTraces.request(batch, serviceName: config.serviceName, wallOffset: Self.wallOffset())
+        var headers: HeaderList = ["Host": config.endpoint.authority]
+        switch config.transport {
+        case .httpProtobuf:
+            headers.add("Content-Type", "application/x-protobuf")
+        case .grpc:
+            headers.add("Content-Type", "application/grpc")
+            headers.add("TE", "trailers")
+            // gRPC's message framing: not compressed, then the length.
+            body = [0] + withUnsafeBytes(of: UInt32(body.count).bigEndian, Array.init) + body
+        }
+        for field in config.headers { headers.add(field.name, field.value) }
+        let request = UpstreamRequest(method: "POST", target: target, headers: headers, body: body)
+        let transport = config.transport
+        pools.pool(for: loop).exchange(request, upstream: collector, timeout: config.timeout, maxBodyBytes: 64 * 1024)
+            .flatMapThrowing { answer in
+                let grpcStatus = answer.headers["grpc-status"] ?? "0"
+                guard answer.status == 200, transport == .httpProtobuf || grpcStatus == "0" else {
+                    throw ExportError(description: transport == .grpc ? "HTTP \(answer.status), grpc-status \(grpcStatus)" : "HTTP \(answer.status)")
+                }
+            }
+            .whenComplete { [self] result in
+                state.value.inFlight -= 1
+                switch result {
+                case .success:
+                    exported.increment(by: batch.count)
+                    if state.value.failing {
+                        state.value.failing = false
+                        logger.notice("span export: the collector at \(config.endpoint) takes spans again")
+                    }
+                case .failure(let error):
+                    droppedFailed.increment(by: batch.count)
+                    if !state.value.failing {
+                        state.value.failing = true
+                        logger.warning("span export to \(config.endpoint) failed (\(error)): spans are dropped until it works again")
+                    }
+                }
+                if !state.value.stopped { send(flush: false) }
+            }
+    }
+
+    /// Wall-clock minus monotonic nanoseconds, now.
+    private static func wallOffset() -> Int64 {
+        var wall = timespec()
+        clock_gettime(CLOCK_REALTIME, &wall)
+        return Int64(wall.tv_sec) * 1_000_000_000 + Int64(wall.tv_nsec) - Int64(NIODeadline.now().uptimeNanoseconds)
+    }
+}
+
+private struct ExportError: Error, CustomStringConvertible {
+    var description: String
+}
