@@ -112,7 +112,7 @@ for (name, dependencies) in [
     ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway"]),
     ("FuzzHTTP2Session", ["Gateway", "NIOCore", "NIOEmbedded", "Logging", "CoreMetrics"]),
     ("FuzzAccessLine", ["Gateway", "NIOCore"]), ("FuzzFilterHost", ["Gateway", "WasmKit", "Logging", "CoreMetrics"]),
-    ("FuzzRedisReader", ["Gateway", "NIOCore"]),
+    ("FuzzRedisReader", ["Gateway", "NIOCore"]), ("FuzzOTLPTraces", ["Gateway", "Rewriter", "W3CTraceContext"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,
@@ -122,6 +122,7 @@ for (name, dependencies) in [
             case "Logging": .product(name: dependency, package: "swift-log")
             case "CoreMetrics": .product(name: dependency, package: "swift-metrics")
             case "WasmKit": .product(name: dependency, package: "WasmKit")
+            case "W3CTraceContext": .product(name: dependency, package: "swift-w3c-trace-context")
             default: .product(name: dependency, package: "swift-nio")
             }
         },

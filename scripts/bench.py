@@ -8,7 +8,7 @@ SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 LOOPS = os.environ.get("BENCH_GATEWAYD_LOOPS", "1")
 # Which tables run, e.g. BENCH_TABLES=logs (a ratio measured on its own, with more rounds).
-TABLES = os.environ.get("BENCH_TABLES", "h1,h2c,logs,h2c-logs,loops,routes,rate,memory").split(",")
+TABLES = os.environ.get("BENCH_TABLES", "h1,h2c,logs,h2c-logs,loops,routes,spans,rate,memory").split(",")
 # The fixed-rate table: offered loads (requests per second) and each run's seconds.
 RATES = [int(r) for r in os.environ.get("BENCH_RATES", "2000,8000").split(",")]
 RATE_SECONDS = int(os.environ.get("BENCH_RATE_SECONDS", "8"))
@@ -95,10 +95,12 @@ def write(name, text):
 upstream_port, upstream_port2, upstream_h2_port = free_port(), free_port(), free_port()
 # The fleet store for the fleet rate-limit row: a redis-server on loopback.
 redis_port = free_port()
+# The OTLP collector for the span-export row: nginx answering 200 (its cost is not gatewayd's).
+collector_port = free_port()
 ports = {name: free_port() for name in ["nginx", "haproxy", "nghttpx", "gatewayd"]}
 # What operators run: access logs on (gatewayd's default config, nginx buffered,
 # HAProxy httplog), and two workers on this machine's two cores.
-extra_ports = {name: free_port() for name in ["gatewayd log on", "gatewayd metrics on", "nginx log on", "haproxy log on",
+extra_ports = {name: free_port() for name in ["gatewayd log on", "gatewayd metrics on", "gatewayd spans on", "nginx log on", "haproxy log on",
                                               "gatewayd 2 loops", "nginx 2 workers", "haproxy 2 threads"]}
 if NIO_FORWARDER:
     extra_ports["NIO forwarder"] = free_port()
@@ -113,6 +115,7 @@ upstream_conf = write("upstream.conf", nginx_common % (1, "upstream", "upstream"
 server {{ listen 127.0.0.1:{upstream_port}; listen 127.0.0.1:{upstream_port2}; client_max_body_size 0; location / {{ return 200 "hello world\\n"; }}
   location /always503 {{ return 503 "busy\\n"; }} }}
 server {{ listen 127.0.0.1:{upstream_h2_port} http2; location / {{ return 200 "hello world\\n"; }} }}
+server {{ listen 127.0.0.1:{collector_port}; client_max_body_size 0; location / {{ return 200 ""; }} }}
 }}""")
 
 
@@ -150,11 +153,12 @@ backend be
 SIGN_WASM = os.path.abspath("config/examples/filters/sign.wasm")
 
 
-def gateway_conf(name, port, access_log="false", admin=False):
+def gateway_conf(name, port, access_log="false", admin=False, spans=False):
     # Metrics are kept only when an admin endpoint can serve them.
     return write(name + ".yaml", f"""listeners: [{{address: 127.0.0.1:{port}, protocols: [http1, h2c]}}]
 logging: {{access_log: {access_log}}}
-{f"admin: {{address: 127.0.0.1:{free_port()}}}" if admin else ""}
+{f"admin: {{address: 127.0.0.1:{admin}}}" if admin else ""}
+{f"tracing: {{start: true, export: {{otlp: {{endpoint: 'http://127.0.0.1:{collector_port}'}}}}}}" if spans else ""}
 upstreams: {{up: {{url: "http://127.0.0.1:{upstream_port}", max_connections: 128}},
   two: {{endpoints: ["http://127.0.0.1:{upstream_port}", "http://127.0.0.1:{upstream_port2}"], max_connections: 128}}}}
 filters: {{sign: {{wasm: "{SIGN_WASM}", configuration: bench-key}}}}
@@ -178,6 +182,7 @@ wrk.body = '{"q":"swift nio","page":2,"exact":true,"tags":["a","b","c"],"sort":"
   .. '"since":"2024-05-01T00:00:00Z","lang":"sv","filter":"k=v&w","note":"fünf Wörter"}'
 """)
 
+spans_admin = free_port()
 try:
     upstream = start("upstream", ["nginx", "-c", upstream_conf, "-p", work])
     redis = start("redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -191,9 +196,12 @@ try:
         "gatewayd": start("gatewayd", [GATEWAYD, "run", "-c", gateway_conf("gatewayd", ports["gatewayd"]), "--event-loops", LOOPS]),
         # The default config: access log on (to stderr: a file here, journald in production), metrics on.
         "gatewayd log on": start("gatewayd-log", [GATEWAYD, "run", "-c", gateway_conf("gatewayd-log", extra_ports["gatewayd log on"], "true",
-                                                                                     admin=True), "--event-loops", LOOPS]),
+                                                                                     admin=free_port()), "--event-loops", LOOPS]),
         "gatewayd metrics on": start("gatewayd-metrics", [GATEWAYD, "run", "-c", gateway_conf(
-            "gatewayd-metrics", extra_ports["gatewayd metrics on"], admin=True), "--event-loops", LOOPS]),
+            "gatewayd-metrics", extra_ports["gatewayd metrics on"], admin=free_port()), "--event-loops", LOOPS]),
+        # The same with every call's spans exported (tracing started here, sample_ratio 1).
+        "gatewayd spans on": start("gatewayd-spans", [GATEWAYD, "run", "-c", gateway_conf(
+            "gatewayd-spans", extra_ports["gatewayd spans on"], admin=spans_admin, spans=True), "--event-loops", LOOPS]),
         "nginx log on": start("nginx-log", ["nginx", "-p", work, "-c", nginx_conf(
             "nginx-log", extra_ports["nginx log on"], log=f"{work}/nginx-access.log combined buffer=64k flush=1s")]),
         "haproxy log on": start("haproxy-log", ["haproxy", "-db", "-f", haproxy_conf("haproxy-log", extra_ports["haproxy log on"], log=True)]),
@@ -206,7 +214,7 @@ try:
         servers["NIO forwarder"] = start("nio-forwarder", [NIO_FORWARDER, str(extra_ports["NIO forwarder"]), str(upstream_port)])
         servers["NIO forwarder 2 loops"] = start("nio-forwarder-2", [NIO_FORWARDER, str(extra_ports["NIO forwarder 2 loops"]),
                                                                      str(upstream_port), "2"])
-    for port in [upstream_port, upstream_h2_port, redis_port, *ports.values(), *extra_ports.values()]:
+    for port in [upstream_port, upstream_h2_port, redis_port, collector_port, *ports.values(), *extra_ports.values()]:
         wait_port(port)
     time.sleep(0.5)
     idle_rss = {name: rss_mib(p) for name, p in servers.items()}
@@ -363,6 +371,32 @@ try:
         local, fleet = med["local rate limit"], med["fleet rate limit (Redis)"]
         print(f"fleet rate limit: {fleet[3] / local[3]:.2f}x the local limit's CPU per call, p99 {fleet[2] / local[2]:.2f}x; "
               f"{fleet_commands / max(fleet_calls, 1):.3f} Redis commands per call (lease 100)")
+
+    if "spans" in TABLES:
+        # Span export on (every call sampled: a server and a client span each) against the same config with tracing off.
+        pair = {"tracing off": "gatewayd metrics on", "spans exported": "gatewayd spans on"}
+        results = {name: [] for name in pair}
+        for _ in range(ROUNDS):
+            for name, server in pair.items():
+                before = cpu_ticks(servers[server])
+                rps, total, p50, p99, _ = run_h1(extra_ports[server])
+                results[name].append((rps, p50, p99, (cpu_ticks(servers[server]) - before) / HZ * 1e6 / max(total, 1), total))
+        med = {name: [statistics.median(r[i] for r in rows) for i in range(4)] for name, rows in results.items()}
+        print(f"\nspan export (wrk -t1 -c64, metrics on in both): medians of {ROUNDS} interleaved rounds of {SECONDS}s")
+        print("| gatewayd | req/s | p50 ms | p99 ms | CPU µs/req |")
+        print("|---|---|---|---|---|")
+        for name, (rps, p50, p99, cpu) in med.items():
+            print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} |")
+        time.sleep(2)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{spans_admin}/metrics").read().decode()
+        exported = sum(float(n) for n in re.findall(r"\ngatewayd_spans_exported_total (\S+)", metrics))
+        dropped = sum(float(n) for n in re.findall(r"gatewayd_spans_dropped_total\{[^}]*\} (\S+)", metrics))
+        calls = sum(r[4] for r in results["spans exported"])
+        pairs = statistics.median(a[3] / b[3] for a, b in zip(results["spans exported"], results["tracing off"]))
+        off, on = med["tracing off"], med["spans exported"]
+        print(f"span export: {on[3] / off[3]:.2f}x the CPU per call of tracing off (per-round pairs: {pairs:.2f}x), "
+              f"p99 {on[2] / off[2]:.2f}x, req/s {on[0] / off[0]:.2f}x; {exported:.0f} spans exported and {dropped:.0f} dropped "
+              f"for {calls:,} calls")
 
     if "memory" in TABLES:
         # Memory: a 1 GiB upload streamed through, then idle connections held open.

@@ -60,14 +60,20 @@ extension ProxyHandler {
         finishExchange(keepAlive: answer.keepAlive)
     }
 
+    /// A span that ended, to the exporter.
+    func send(_ span: Span?) {
+        if let span, let exporter = shared.spans, let spanBuffer { exporter.record(span, into: spanBuffer) }
+    }
+
     /// The exchange is over: its access log line and metrics, once.
     func record(status: Int, outcome: String) {
         guard exchange.logOnce() else { return }
         let now = now
         (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start, now: now)
-        if var spans = spans.take(), let exporter = shared.spans, let spanBuffer {
-            exporter.record(spans.finish(route: routeMetrics == nil ? nil : log.route, status: status, outcome: outcome, tries: log.tries, now: now),
-                            into: spanBuffer)
+        if var spans = spans.take() {
+            let (lastTry, call) = spans.finish(route: routeMetrics == nil ? nil : log.route, status: status, outcome: outcome, tries: log.tries, now: now)
+            send(lastTry)
+            send(call)
         }
         guard let accessLog = shared.accessLog, let accessLogBuffer else { return }
         // The exchange's one line takes its entry over: a copy would retain each of its strings.

@@ -17,7 +17,10 @@ extension ProxyHandler {
                                                      retryAllowed: { budget?.takeRetry() ?? true })
         else { return false }
         logTry(outcome, decided)
-        if case .retry = verdict { spans?.tryEnded(now: now) } else if case .refresh = verdict { spans?.tryEnded(now: now) }
+        switch verdict {
+        case .retry, .refresh: send(spans?.tryEnded(now: now))
+        case .forward, .fail, .drain: break
+        }
         if case .response(let status, _, _) = outcome { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
         switch verdict {
         case .forward:
@@ -67,7 +70,7 @@ extension ProxyHandler {
                     case .success(let answer): span.status = answer.status
                     case .failure(let error): span.outcome = (error as? UpstreamError)?.name ?? "error"
                     }
-                    exporter.record([span], into: spanBuffer)
+                    exporter.record(span, into: spanBuffer)
                 }
                 .flatMapThrowing { answer in try spec.capture(status: answer.status, body: answer.body) }
                 .always { metrics.refreshFinished(ok: (try? $0.get()) != nil) }

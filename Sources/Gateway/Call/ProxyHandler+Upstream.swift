@@ -49,8 +49,9 @@ extension ProxyHandler {
         let endpoint = state.pick(exclude: call.endpoint?.index, random: random.next())
         call.endpoint = endpoint
         if spans != nil {
-            let traceparent = spans!.tryStarted(method: call.request.method, upstream: route.upstream.name, endpoint: endpoint.url, now: now,
-                                                random: &random)
+            let (traceparent, ended) = spans!.tryStarted(method: call.request.method, upstream: route.upstream.name, endpoint: endpoint.url,
+                                                         now: now, random: &random)
+            send(ended)
             call.request.headers.set("traceparent", traceparent)
         }
         // An idle pooled connection is used at once: no waiter closure to allocate.
@@ -270,7 +271,7 @@ extension ProxyHandler {
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) {
         guard let call else { return }
         log.reason = error.description
-        spans?.tryFailed(error.name, now: now)
+        send(spans?.tryFailed(error.name, now: now))
         call.connection = nil
         // A drained refusal was judged already: this is a no-op for it.
         judgeTry(OutlierConfig.Failure(error.kind))

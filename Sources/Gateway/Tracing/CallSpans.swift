@@ -4,12 +4,12 @@ import W3CTraceContext
 
 /// The spans of one sampled call, as a value: the server span (the
 /// gateway's hop, whose id is the hop's span id) and a client span per try,
-/// whose id goes upstream in that try's `traceparent`.
+/// whose id goes upstream in that try's `traceparent`. Each span is handed
+/// back as it ends, to be sent.
 struct CallSpans {
     private var server: Span
     private let context: TraceContext
     private var open: Span?
-    private(set) var finished: [Span] = []
     private var tries = 0
 
     /// `target`: the request's, whose path the span shows (its query is not
@@ -20,45 +20,45 @@ struct CallSpans {
                       start: start.uptimeNanoseconds, method: method, path: target, peer: client, protocolVersion: protocolVersion)
     }
 
-    /// A try starts (the one before it is over): returns the `traceparent`
-    /// that names its span, for its request.
-    mutating func tryStarted(method: String, upstream: String, endpoint: UpstreamURL?, now: NIODeadline, random: inout SplitMix64) -> String {
-        tryEnded(now: now)
+    /// A try starts: the `traceparent` that names its span, for its request
+    /// (and the try before it, if it had not ended).
+    mutating func tryStarted(method: String, upstream: String, endpoint: UpstreamURL?, now: NIODeadline,
+                             random: inout SplitMix64) -> (traceparent: String, ended: Span?) {
+        let ended = tryEnded(now: now)
         let id = SpanID.random(using: &random)
         open = Span(traceID: context.traceID, spanID: id, parentID: context.spanID, kind: .client, start: now.uptimeNanoseconds,
                     method: method, target: upstream, host: endpoint?.host, port: endpoint?.port ?? 0, tries: tries)
         tries += 1
-        return TraceContext(traceID: context.traceID, spanID: id, flags: context.flags, state: context.state).traceParentHeaderValue
+        return (CallTrace.traceparent(context.traceID, id, context.flags), ended)
     }
 
     mutating func tryConnected(to peer: String) { open?.peer = peer }
 
     mutating func tryAnswered(status: Int) { open?.status = status }
 
-    /// The try failed (`reason`: the failure's kind) and is over.
-    mutating func tryFailed(_ reason: String, now: NIODeadline) {
+    /// The try failed (`reason`: the failure's kind): its span, ended.
+    mutating func tryFailed(_ reason: String, now: NIODeadline) -> Span? {
         open?.outcome = reason
-        tryEnded(now: now)
+        return tryEnded(now: now)
     }
 
-    /// The try is over (its answer judged and set aside, or the call ended).
-    mutating func tryEnded(now: NIODeadline) {
-        guard var span = open.take() else { return }
+    /// The try is over (its answer judged and set aside): its span, ended.
+    mutating func tryEnded(now: NIODeadline) -> Span? {
+        guard var span = open.take() else { return nil }
         span.end = now.uptimeNanoseconds
-        finished.append(span)
+        return span
     }
 
-    /// The call ended after `tries` (the built-in echo's answer is one): its spans, the server span last.
-    mutating func finish(route: String?, status: Int, outcome: String, tries: Int, now: NIODeadline) -> [Span] {
-        tryEnded(now: now)
+    /// The call ended after `tries` (the built-in echo's answer is one):
+    /// the span of its last try, if still open, and its own.
+    mutating func finish(route: String?, status: Int, outcome: String, tries: Int, now: NIODeadline) -> (lastTry: Span?, call: Span) {
+        let lastTry = tryEnded(now: now)
         server.target = route
         server.status = status
         server.outcome = outcome
         server.tries = tries
         server.end = now.uptimeNanoseconds
-        var spans = finished
-        spans.append(server)
-        return spans
+        return (lastTry, server)
     }
 
     /// A credential refresh made for this call: its span (started when the
@@ -67,6 +67,6 @@ struct CallSpans {
         let id = SpanID.random(using: &random)
         let span = Span(traceID: context.traceID, spanID: id, parentID: context.spanID, kind: .client, purpose: .refresh, start: 0,
                         method: method, target: upstream.name, host: upstream.url?.host, port: upstream.url?.port ?? 0)
-        return (span, TraceContext(traceID: context.traceID, spanID: id, flags: context.flags, state: context.state).traceParentHeaderValue)
+        return (span, CallTrace.traceparent(context.traceID, id, context.flags))
     }
 }

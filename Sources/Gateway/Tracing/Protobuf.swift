@@ -17,6 +17,19 @@ struct ProtobufWriter {
 
     private mutating func tag(_ field: Int, _ wireType: UInt64) { varint(UInt64(field) << 3 | wireType) }
 
+    static func varintSize(_ value: some BinaryInteger) -> Int {
+        var size = 1, rest = UInt64(value) >> 7
+        while rest > 0 {
+            size += 1
+            rest >>= 7
+        }
+        return size
+    }
+
+    mutating func appendByte(_ byte: UInt8) { bytes.append(byte) }
+
+    mutating func append(_ raw: UnsafeBufferPointer<UInt8>) { bytes.append(contentsOf: raw) }
+
     /// int64, uint32, enum and bool fields (negative numbers take ten bytes, as protobuf says).
     mutating func integer(_ field: Int, _ value: Int) {
         tag(field, 0)
@@ -35,7 +48,11 @@ struct ProtobufWriter {
 
     mutating func string(_ field: Int, _ value: String) {
         var value = value
-        value.withUTF8 { self.bytes(field, $0) }
+        value.withUTF8 { utf8 in
+            tag(field, 2)
+            varint(UInt64(utf8.count))
+            append(utf8)
+        }
     }
 
     mutating func bytes(_ field: Int, _ value: some Collection<UInt8>) {
@@ -44,14 +61,33 @@ struct ProtobufWriter {
         bytes.append(contentsOf: value)
     }
 
-    /// A nested message written by `body`: written in place, then its length
-    /// put before it (moving only its own bytes).
+    /// A nested message written by `body`, in place after a one-byte length;
+    /// a message of 128 bytes or more then moves its own bytes to make room
+    /// for a longer one (most of a span's are attributes, shorter).
     mutating func message(_ field: Int, _ body: (inout ProtobufWriter) -> Void) {
         tag(field, 2)
-        let start = bytes.count
+        let at = bytes.count
+        bytes.append(0)
         body(&self)
-        var length = ProtobufWriter()
-        length.varint(UInt64(bytes.count - start))
-        bytes.insert(contentsOf: length.bytes, at: start)
+        var length = bytes.count - at - 1
+        guard length >= 0x80 else { return bytes[at] = UInt8(length) }
+        bytes.insert(contentsOf: repeatElement(0, count: Self.varintSize(length) - 1), at: at)
+        var i = at
+        while length >= 0x80 {
+            bytes[i] = UInt8(truncatingIfNeeded: length) | 0x80
+            length >>= 7
+            i += 1
+        }
+        bytes[i] = UInt8(length)
+    }
+
+    /// A string field of `first`, a space and `second`, without joining them first.
+    mutating func string(_ field: Int, _ first: String, _ second: String) {
+        var (first, second) = (first, second)
+        tag(field, 2)
+        varint(UInt64(first.utf8.count + 1 + second.utf8.count))
+        first.withUTF8 { append($0) }
+        bytes.append(UInt8(ascii: " "))
+        second.withUTF8 { append($0) }
     }
 }

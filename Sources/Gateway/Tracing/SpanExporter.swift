@@ -14,14 +14,16 @@ import Synchronization
 /// counted; nothing is retried (OpenTelemetry's batch processor does the same).
 final class SpanExporter: Sendable {
     static let batchSize = 512
-    /// Spans a loop's buffer, and the exporter's queue, hold at most.
-    static let bufferLimit = 8192
-    static let queueLimit = 16384
+    /// Spans a loop's buffer, and the exporter's queue, hold at most (at
+    /// ~200 bytes a span: 3 MiB a loop, 13 MiB queued); a loop's buffer is
+    /// emptied every tick, so it holds 160k spans a second.
+    static let bufferLimit = 16384
+    static let queueLimit = 65536
     /// Exports in flight at most.
     static let concurrency = 4
-    static let tick = TimeAmount.milliseconds(250)
+    static let tick = TimeAmount.milliseconds(100)
     /// A batch smaller than `batchSize` waits this many ticks at most.
-    static let partialBatchTicks = 4
+    static let partialBatchTicks = 10
 
     let config: SpanExportConfig
     private let group: MultiThreadedEventLoopGroup
@@ -42,7 +44,9 @@ final class SpanExporter: Sendable {
     }
 
     private struct State {
-        var queue: [Span] = []
+        /// What the buffers held at each collection, oldest first, not copied again.
+        var queue: [ArraySlice<Span>] = []
+        var queued = 0
         var inFlight = 0
         var ticksWaited = 0
         var task: RepeatedTask?
@@ -77,14 +81,14 @@ final class SpanExporter: Sendable {
 
     func buffer(for eventLoop: any EventLoop) -> Buffer { buffers[ObjectIdentifier(eventLoop)]! }
 
-    /// A call's spans, on its event loop's `buffer`.
-    func record(_ spans: [Span], into buffer: Buffer) {
+    /// A call's span, on its event loop's `buffer`.
+    func record(_ span: Span, into buffer: Buffer) {
         let kept = buffer.spans.withLock { buffered in
-            guard buffered.count + spans.count <= Self.bufferLimit else { return false }
-            buffered.append(contentsOf: spans)
+            guard buffered.count < Self.bufferLimit else { return false }
+            buffered.append(span)
             return true
         }
-        if !kept { droppedFull.increment(by: spans.count) }
+        if !kept { droppedFull.increment() }
     }
 
     /// A span made off the calls' loops (a health check's): straight to the queue.
@@ -111,14 +115,18 @@ final class SpanExporter: Sendable {
     }
 
     private func enqueue(_ spans: [Span]) {
-        let room = Self.queueLimit - state.value.queue.count
-        if spans.count > room { droppedFull.increment(by: spans.count - max(0, room)) }
-        state.value.queue.append(contentsOf: spans.prefix(max(0, room)))
+        let room = max(0, Self.queueLimit - state.value.queued)
+        if spans.count > room { droppedFull.increment(by: spans.count - room) }
+        guard room > 0 else { return }
+        state.value.queue.append(spans.prefix(room))
+        state.value.queued += min(room, spans.count)
     }
 
     private func collect(flush: Bool) {
         for buffer in buffers.values {
+            // Swapped for an array with room already: the calls' loop does not grow it from nothing each time.
             var taken: [Span] = []
+            taken.reserveCapacity(1024)
             buffer.spans.withLock { swap(&taken, &$0) }
             if !taken.isEmpty { enqueue(taken) }
         }
@@ -129,17 +137,23 @@ final class SpanExporter: Sendable {
     /// Whole batches while exports may start; a partial one once it has
     /// waited long enough (or when flushing).
     private func send(flush: Bool) {
-        while state.value.inFlight < Self.concurrency, !state.value.queue.isEmpty {
-            let whole = state.value.queue.count >= Self.batchSize
+        while state.value.inFlight < Self.concurrency, state.value.queued > 0 {
+            let whole = state.value.queued >= Self.batchSize
             guard whole || flush || state.value.ticksWaited >= Self.partialBatchTicks else { return }
-            let batch = Array(state.value.queue.prefix(Self.batchSize))
-            state.value.queue.removeFirst(batch.count)
+            var batch: [ArraySlice<Span>] = [], count = 0
+            while count < Self.batchSize, let first = state.value.queue.first {
+                let part = first.prefix(Self.batchSize - count)
+                batch.append(part)
+                count += part.count
+                if part.count == first.count { state.value.queue.removeFirst() } else { state.value.queue[0] = first.dropFirst(part.count) }
+            }
+            state.value.queued -= count
             state.value.ticksWaited = 0
-            export(batch)
+            export(batch, count: count)
         }
     }
 
-    private func export(_ batch: [Span]) {
+    private func export(_ batch: [ArraySlice<Span>], count: Int) {
         state.value.inFlight += 1
         var body = OTLPTraces.request(batch, serviceName: config.serviceName, wallOffset: Self.wallOffset())
         var headers: HeaderList = ["Host": config.endpoint.authority]
@@ -166,13 +180,13 @@ final class SpanExporter: Sendable {
                 state.value.inFlight -= 1
                 switch result {
                 case .success:
-                    exported.increment(by: batch.count)
+                    exported.increment(by: count)
                     if state.value.failing {
                         state.value.failing = false
                         logger.notice("span export: the collector at \(config.endpoint) takes spans again")
                     }
                 case .failure(let error):
-                    droppedFailed.increment(by: batch.count)
+                    droppedFailed.increment(by: count)
                     if !state.value.failing {
                         state.value.failing = true
                         logger.warning("span export to \(config.endpoint) failed (\(error)): spans are dropped until it works again")

@@ -67,7 +67,7 @@ final class HealthChecker: Sendable {
         let traceID = TraceID.random()
         guard CallTrace.sampledAt(spans.config.sampleRatio, traceID) else { return nil }
         let spanID = SpanID.random()
-        request.headers.set("traceparent", TraceContext(traceID: traceID, spanID: spanID, flags: .sampled, state: TraceState()).traceParentHeaderValue)
+        request.headers.set("traceparent", CallTrace.traceparent(traceID, spanID, .sampled))
         return Span(traceID: traceID, spanID: spanID, kind: .client, purpose: .healthCheck, start: NIODeadline.now().uptimeNanoseconds,
                     method: check.method, target: endpoint.upstream.config.name, host: endpoint.url.host, port: endpoint.url.port)
     }
