@@ -53,7 +53,13 @@ import Testing
         defer { gateways.forEach { $0.stop() } }
         // 4 seconds of calls at 50 a second on each, the store stopped in the middle.
         let loads = try gateways.map { try Self.load($0.port, count: 200, rate: "50/s") }
-        #expect(try await eventually(timeout: 10) { try redis.cli(["EXISTS", "gatewayd:rate:fleet:127.0.0.1"]) == "1\n" })
+        // Each has had an answer from the store before it goes.
+        for gateway in gateways {
+            let admin = try #require(gateway.adminPort)
+            #expect(try await eventually(timeout: 10) {
+                try runPeer("/usr/bin/curl", ["-s", "http://127.0.0.1:\(admin)/store"]).text.hasSuffix(#""state":"up"}"#)
+            })
+        }
         redis.stop()
         let admin = try #require(gateways[0].adminPort)
         #expect(try await eventually(timeout: 10) {
