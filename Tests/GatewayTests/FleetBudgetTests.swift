@@ -13,7 +13,7 @@ import Testing
         let yaml = """
             listeners: [{address: 127.0.0.1:0}]
             logging: {access_log: false}
-            store: {redis: {url: "\(redis.url)"}}
+            store: {redis: {url: "\(redis.url)", timeout: 2s}}
             upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
             routes:
               - name: flaky
@@ -40,5 +40,29 @@ import Testing
         let counted = try redis.cli(["HGET", "gatewayd:budget:flaky:\(window)", "retries"])
         let all = try redis.cli(["HGETALL", "gatewayd:budget:flaky:\(window)"])
         #expect(counted == "\(retries)\n" || counted == "\n", "the store counted every retry (unless the window just turned): \(all)")
+    }
+
+    @Test func withTheStoreDownTheBudgetStillHolds() async throws {
+        let failing = RecordingUpstream { _ in .respond(status: 503, headers: [], body: Array("down".utf8)) }
+        let port = try await failing.start()
+        // Nothing listens where the store should be.
+        let gateway = try SpawnedGateway(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            logging: {access_log: false}
+            store: {redis: {url: "redis://127.0.0.1:\(freeLoopbackPort())", timeout: 100ms}}
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - name: flaky
+                upstream: app
+                retry: {attempts: 2, on: [503], backoff: {strategy: immediate},
+                        budget: {ratio: 0.01, min_retries: 3, window: 1m, scope: fleet}}
+            """)
+        defer { gateway.stop() }
+        let statuses = try runPeer("/usr/bin/curl", ["-s", "-w", "%{http_code}\n"]
+            + (0..<10).flatMap { ["http://127.0.0.1:\(gateway.port)/x/\($0)", "-o", "/dev/null"] }).text
+        // Every call answered as the upstream did; the process's own count keeps the budget.
+        #expect(statuses == String(repeating: "503\n", count: 10))
+        #expect(failing.requests.count == 10 + 3, "\(failing.requests.count - 10) retries for a budget of 3")
+        #expect(gateway.log.contains("is down"), "\(gateway.log)")
     }
 }

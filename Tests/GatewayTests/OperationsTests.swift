@@ -117,10 +117,13 @@ import Testing
         ]
         #expect(await eventually(timeout: 30) { upstream.requests.count >= 4 })
         gateway.signal(SIGTERM)
-        // No longer accepting: a new connection is refused; not ready.
-        #expect(try await eventually(timeout: 10) { try curl(["\(base)/late"]).status == 7 })
+        // Not ready while the calls in flight finish (the admin endpoint answers until they have).
         let admin = try #require(gateway.adminPort)
-        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(admin)/readyz"]).text == "503")
+        #expect(try await eventually(timeout: 10) {
+            try curl(["-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(admin)/readyz"]).text == "503"
+        })
+        // No longer accepting: a new connection is refused.
+        #expect(try await eventually(timeout: 10) { try curl(["\(base)/late"]).status == 7 })
         for (index, call) in calls.enumerated() {
             let text = call.finish()
             switch index {
