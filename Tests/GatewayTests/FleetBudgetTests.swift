@@ -6,21 +6,31 @@ import Testing
 /// redis-server share one budget of retries against an upstream that fails
 /// every call.
 @Suite(.serialized, .ownThreads) struct FleetBudgetTests {
+    /// A route that retries a 503 once, within a fleet budget of 1% of calls or `minRetries`.
+    static func yaml(store: String, timeout: String, upstream: Int, minRetries: Int) -> String {
+        """
+        listeners: [{address: 127.0.0.1:0}]
+        logging: {access_log: false}
+        store: {redis: {url: "\(store)", timeout: \(timeout)}}
+        upstreams: {app: {url: "http://127.0.0.1:\(upstream)"}}
+        routes:
+          - name: flaky
+            upstream: app
+            retry: {attempts: 2, on: [503], backoff: {strategy: immediate},
+                    budget: {ratio: 0.01, min_retries: \(minRetries), window: 1m, scope: fleet}}
+        """
+    }
+
+    static func failingUpstream() -> RecordingUpstream {
+        RecordingUpstream { _ in .respond(status: 503, headers: [], body: Array("down".utf8)) }
+    }
+
     @Test func twoGatewaysShareOneRetryBudget() async throws {
         let redis = try RedisServer()
-        let failing = RecordingUpstream { _ in .respond(status: 503, headers: [], body: Array("down".utf8)) }
+        let failing = Self.failingUpstream()
         let port = try await failing.start()
-        let yaml = """
-            listeners: [{address: 127.0.0.1:0}]
-            logging: {access_log: false}
-            store: {redis: {url: "\(redis.url)", timeout: 2s}}
-            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
-            routes:
-              - name: flaky
-                upstream: app
-                retry: {attempts: 2, on: [503], backoff: {strategy: immediate},
-                        budget: {ratio: 0.01, min_retries: 4, window: 1m, scope: fleet}}
-            """
+        // Time enough to answer on a machine short of CPU: a store that times out is down, and the local budgets decide.
+        let yaml = Self.yaml(store: redis.url, timeout: "2s", upstream: port, minRetries: 4)
         let gateways = try (0..<2).map { _ in try SpawnedGateway(yaml: yaml) }
         defer { gateways.forEach { $0.stop() } }
         // 10 calls on each, 10 a second, both at once: 20 calls, whose 1%
@@ -43,20 +53,11 @@ import Testing
     }
 
     @Test func withTheStoreDownTheBudgetStillHolds() async throws {
-        let failing = RecordingUpstream { _ in .respond(status: 503, headers: [], body: Array("down".utf8)) }
+        let failing = Self.failingUpstream()
         let port = try await failing.start()
         // Nothing listens where the store should be.
-        let gateway = try SpawnedGateway(yaml: """
-            listeners: [{address: 127.0.0.1:0}]
-            logging: {access_log: false}
-            store: {redis: {url: "redis://127.0.0.1:\(freeLoopbackPort())", timeout: 100ms}}
-            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
-            routes:
-              - name: flaky
-                upstream: app
-                retry: {attempts: 2, on: [503], backoff: {strategy: immediate},
-                        budget: {ratio: 0.01, min_retries: 3, window: 1m, scope: fleet}}
-            """)
+        let gateway = try SpawnedGateway(yaml: Self.yaml(store: "redis://127.0.0.1:\(freeLoopbackPort())", timeout: "100ms", upstream: port,
+                                                         minRetries: 3))
         defer { gateway.stop() }
         let statuses = try runPeer("/usr/bin/curl", ["-s", "-w", "%{http_code}\n"]
             + (0..<10).flatMap { ["http://127.0.0.1:\(gateway.port)/x/\($0)", "-o", "/dev/null"] }).text
