@@ -257,7 +257,7 @@ import Testing
         client.run(seconds: 2) { _ in upstream.requests.count == 1 }
         let drained = Task { await gateway.server.drain(timeout: .seconds(10)) }
         // Suspended, not blocked: the drain starts on the test's threads.
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(await eventually(timeout: 5) { !gateway.server.status.isReady })
         client.run(seconds: 5) { $0.responses[slow]?.closed == true && $0.goAwayLastStreamIDs.contains(UInt32(slow)) }
         #expect(client.responses[slow]?.status == "200")
         #expect(String(decoding: client.responses[slow]?.body ?? [], as: UTF8.self) == "done")

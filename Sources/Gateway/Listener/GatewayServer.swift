@@ -372,20 +372,6 @@ public actor GatewayServer: Service {
         return BoundListener(slot: slot, channel: channel, quiescing: quiescing)
     }
 
-    /// The listener's certificate and key, read once; ALPN offers h2 and/or
-    /// http/1.1 as `protocols` says.
-    static func tlsContext(_ tls: ListenerConfig.TLS, protocols: [ListenerConfig.HTTPProtocol]) throws -> NIOSSLContext {
-        do {
-            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificate).map { NIOSSLCertificateSource.certificate($0) }
-            let key = try NIOSSLPrivateKey(file: tls.privateKey, format: .pem)
-            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
-            configuration.applicationProtocols = (protocols.contains(.h2) ? ["h2"] : []) + (protocols.contains(.http1) ? ["http/1.1"] : [])
-            return try NIOSSLContext(configuration: configuration)
-        } catch {
-            throw StartupError(message: "TLS listener: cannot use certificate \(tls.certificate) / key \(tls.privateKey): \(error)")
-        }
-    }
-
     static func configure(_ channel: Channel, http2: Bool, slot: ListenerSlot) throws {
         let pipeline = channel.pipeline.syncOperations
         guard http2 else {
@@ -398,14 +384,4 @@ public actor GatewayServer: Service {
         }
         try pipeline.addHandler(HTTP2ServerHandler(slot: slot))
     }
-}
-
-/// Whether the gateway serves: listening, and not draining.
-public final class ServingStatus: Sendable {
-    private let state = Mutex((ready: false, draining: false))
-
-    public var isReady: Bool { state.withLock { $0.ready && !$0.draining } }
-
-    func set(ready: Bool) { state.withLock { $0.ready = ready } }
-    func set(draining: Bool) { state.withLock { $0.draining = draining } }
 }
