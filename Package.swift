@@ -112,7 +112,7 @@ for (name, dependencies) in [
     ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway"]),
     ("FuzzHTTP2Session", ["Gateway", "NIOCore", "NIOEmbedded", "Logging", "CoreMetrics"]),
     ("FuzzAccessLine", ["Gateway", "NIOCore"]), ("FuzzFilterHost", ["Gateway", "WasmKit", "Logging", "CoreMetrics"]),
-    ("FuzzRedisReader", ["Gateway", "NIOCore"]), ("FuzzOTLPTraces", ["Gateway", "Rewriter", "W3CTraceContext"]),
+    ("FuzzRedisReader", ["Gateway", "NIOCore"]), ("FuzzOTLPTraces", ["Gateway", "NIOCore", "Rewriter", "W3CTraceContext"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,

@@ -2,6 +2,7 @@
 // are encoded as an OTLP export request; a protobuf reader written here,
 // not the writer's, walks it: every length must nest exactly inside its
 // message, and each span's strings must read back as they went in.
+import NIOCore
 import Rewriter
 import W3CTraceContext
 @testable import Gateway
@@ -78,7 +79,18 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
             == TraceContext(traceID: span.traceID, spanID: span.spanID, flags: flags, state: TraceState()).traceParentHeaderValue, "traceparent")
         precondition(CallTrace.hex(span.traceID.bytes) == "\(span.traceID)", "trace id")
     }
-    let encoded = OTLPTraces.request([spans[...]], serviceName: text(7), wallOffset: Int64(count))
+    // Written one by one as the calls' loops write them, found again one by
+    // one as the exporter cuts batches, and framed in two parts.
+    var entries = ByteBuffer()
+    for span in spans { OTLPTraces.write(span, wallOffset: Int64(count), into: &entries) }
+    var ends: [Int] = [], at = 0
+    while at < entries.writerIndex {
+        at = OTLPTraces.entryEnd(entries, from: at)
+        ends.append(at)
+    }
+    precondition(ends.count == spans.count && at == entries.writerIndex, "entries do not end where written")
+    let cut = ends[ends.count / 2]
+    let encoded = OTLPTraces.request([entries.getSlice(at: 0, length: cut)!, entries.getSlice(at: cut, length: at - cut)!], serviceName: text(7))
     let request = fields(encoded[...])
     precondition(request.count == 1 && request[0].number == 1)
     let resourceSpans = fields(request[0].bytes)

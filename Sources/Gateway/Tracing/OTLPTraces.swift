@@ -1,31 +1,72 @@
+import NIOCore
 import W3CTraceContext
 
 /// An OTLP `ExportTraceServiceRequest` (opentelemetry-proto 1.x,
-/// `collector/trace/v1`) for a batch of spans, with the HTTP semantic
-/// conventions' attributes written from each span's fields.
+/// `collector/trace/v1`): each span is written as it ends, on its call's
+/// event loop, as a `ScopeSpans.spans` entry with the HTTP semantic
+/// conventions' attributes; a batch frames entries written so.
 enum OTLPTraces {
-    /// `wallOffset`: wall-clock minus monotonic nanoseconds, to date the spans.
-    static func request(_ batch: [ArraySlice<Span>], serviceName: String, wallOffset: Int64) -> [UInt8] {
-        var out = ProtobufWriter(capacity: 256 + batch.reduce(0) { $0 + $1.count } * 400)
-        // ExportTraceServiceRequest.resource_spans
-        out.message(1) { resourceSpans in
-            // ResourceSpans.resource: Resource.attributes
-            resourceSpans.message(1) { resource in
-                resource.attribute(.serviceName, serviceName, field: 1)
-                resource.attribute(.serviceVersion, GatewayVersion.current, field: 1)
-            }
-            // ResourceSpans.scope_spans
-            resourceSpans.message(2) { scopeSpans in
-                scopeSpans.message(1) { scope in
-                    scope.string(1, "gatewayd")
-                    scope.string(2, GatewayVersion.current)
-                }
-                for spans in batch {
-                    for span in spans { scopeSpans.message(2) { $0.span(span, wallOffset: wallOffset) } }
-                }
+    /// One span as a `ScopeSpans.spans` entry. `wallOffset`: wall-clock
+    /// minus monotonic nanoseconds, to date it.
+    static func write(_ span: Span, wallOffset: Int64, into buffer: inout ByteBuffer) {
+        buffer.writeProtobuf(bound: bound(span)) { out in out.message(2) { $0.span(span, wallOffset: wallOffset) } }
+    }
+
+    /// What a span can take at most: each of its strings is written at most
+    /// twice (in the name and an attribute, or an attribute and the
+    /// status), and the rest (ids, times, keys, tags, lengths) is under 1 KiB.
+    private static func bound(_ span: Span) -> Int {
+        func size(_ text: String?) -> Int { text?.utf8.count ?? 0 }
+        let strings = span.method.utf8.count + size(span.target) + size(span.path) + size(span.host) + size(span.peer) + size(span.outcome)
+            + size(span.protocolVersion)
+        return 1024 + 2 * strings
+    }
+
+    /// The request carrying `entries` (written by `write`), under the
+    /// gateway's resource and scope: only the framing is written here.
+    static func request(_ entries: [ByteBuffer], serviceName: String) -> [UInt8] {
+        let fixed = 256 + 2 * (serviceName.utf8.count + GatewayVersion.current.utf8.count)
+        var resource = ByteBuffer(), scope = ByteBuffer()
+        resource.writeProtobuf(bound: fixed) { resource in
+            // Resource.attributes
+            resource.attribute(.serviceName, serviceName, field: 1)
+            resource.attribute(.serviceVersion, GatewayVersion.current, field: 1)
+        }
+        scope.writeProtobuf(bound: fixed) { scope in
+            // ScopeSpans.scope
+            scope.message(1) { scope in
+                scope.string(1, "gatewayd")
+                scope.string(2, GatewayVersion.current)
             }
         }
-        return out.bytes
+        let scopeSpans = scope.readableBytes + entries.reduce(0) { $0 + $1.readableBytes }
+        // ResourceSpans: resource (1), scope_spans (2).
+        let resourceSpans = 1 + ProtobufWriter.varintSize(resource.readableBytes) + resource.readableBytes + 1
+            + ProtobufWriter.varintSize(scopeSpans) + scopeSpans
+        var body = ByteBuffer()
+        body.writeProtobuf(bound: resourceSpans + 16) { out in
+            // ExportTraceServiceRequest.resource_spans
+            out.lengthDelimited(1, length: resourceSpans)
+            out.lengthDelimited(1, length: resource.readableBytes)
+            out.append(resource)
+            out.lengthDelimited(2, length: scopeSpans)
+            out.append(scope)
+            for entry in entries { out.append(entry) }
+        }
+        return Array(body.readableBytesView)
+    }
+
+    /// Where the entry starting at `start` of `entries` ends.
+    static func entryEnd(_ entries: ByteBuffer, from start: Int) -> Int {
+        // The tag (one byte: field 2, length-delimited), then the length.
+        var at = start + 1, length = 0, shift = 0
+        while true {
+            let byte = entries.getInteger(at: at, as: UInt8.self) ?? 0
+            at += 1
+            length |= Int(byte & 0x7F) << shift
+            if byte < 0x80 { return at + length }
+            shift += 7
+        }
     }
 }
 
@@ -81,22 +122,23 @@ extension ProtobufWriter {
     /// whose value is a string, written in one pass: its key's bytes come
     /// ready-made, and every length is known before it is written.
     fileprivate mutating func attribute(_ key: AttributeKey, _ value: String, field: Int = 9) {
-        var value = value
-        value.withUTF8 { attribute(key, $0, field: field) }
+        stringAttributeHead(key, count: value.utf8.count, field: field)
+        append(value)
     }
 
     fileprivate mutating func attribute(_ key: AttributeKey, pathOf target: String) {
-        var target = target
-        target.withUTF8 { utf8 in attribute(key, UnsafeBufferPointer(rebasing: utf8.prefix { $0 != UInt8(ascii: "?") })) }
+        let path = target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[..<$0] } ?? target[...]
+        stringAttributeHead(key, count: path.utf8.count, field: 9)
+        append(path)
     }
 
-    private mutating func attribute(_ key: AttributeKey, _ value: UnsafeBufferPointer<UInt8>, field: Int = 9) {
+    /// A string attribute up to its value's bytes, which follow.
+    private mutating func stringAttributeHead(_ key: AttributeKey, count: Int, field: Int) {
         // AnyValue.string_value (1), in KeyValue.value (2).
-        let anyValue = 1 + Self.varintSize(value.count) + value.count
+        let anyValue = 1 + Self.varintSize(count) + count
         keyValueHead(key, field: field, anyValue: anyValue)
         appendByte(0x0A)
-        varint(UInt64(value.count))
-        append(value)
+        varint(UInt64(count))
     }
 
     fileprivate mutating func attribute(_ key: AttributeKey, _ value: Int) {
@@ -111,7 +153,7 @@ extension ProtobufWriter {
         let keyValue = key.bytes.count + 1 + Self.varintSize(anyValue) + anyValue
         varint(UInt64(field) << 3 | 2)
         varint(UInt64(keyValue))
-        key.bytes.withUnsafeBufferPointer { append($0) }
+        append(key.bytes)
         appendByte(0x12)
         varint(UInt64(anyValue))
     }

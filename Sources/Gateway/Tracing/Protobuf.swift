@@ -1,18 +1,58 @@
-/// The Protocol Buffers wire format, as much of it as an OTLP export needs.
+import NIOCore
+
+/// The Protocol Buffers wire format, as much of it as an OTLP export needs,
+/// written straight into a ByteBuffer's room for it (`writeProtobuf`): a
+/// span is ~40 small writes, and ByteBuffer's checked ones cost ~100
+/// instructions each where these cost a few (callgrind: 10.9k instructions
+/// a call for two spans through [UInt8] appends, 18k through ByteBuffer's).
+/// Every write is bounds-checked against that room.
 /// Hand-written: the only OTLP encoder in reach is swift-otel's, whose
 /// per-span objects, locks and build cost the span export cannot afford.
 struct ProtobufWriter {
-    private(set) var bytes: [UInt8] = []
+    private let out: UnsafeMutableRawBufferPointer
+    private(set) var count = 0
 
-    init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+    fileprivate init(_ out: UnsafeMutableRawBufferPointer) { self.out = out }
 
+    @inline(__always)
+    private mutating func room(_ needed: Int) -> Int {
+        precondition(needed <= out.count - count, "protobuf written past its bound")
+        let at = count
+        count += needed
+        return at
+    }
+
+    @inline(__always)
+    mutating func appendByte(_ byte: UInt8) { out[room(1)] = byte }
+
+    mutating func append(_ raw: UnsafeRawBufferPointer) {
+        guard !raw.isEmpty else { return }
+        let at = room(raw.count)
+        UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + raw.count)]).copyMemory(from: raw)
+    }
+
+    mutating func append(_ text: String) {
+        var text = text
+        text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+    }
+
+    mutating func append(_ text: Substring) {
+        var text = text
+        text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+    }
+
+    mutating func append(_ bytes: [UInt8]) { bytes.withUnsafeBytes { append($0) } }
+
+    mutating func append(_ buffer: ByteBuffer) { buffer.withUnsafeReadableBytes { append($0) } }
+
+    @inline(__always)
     mutating func varint(_ value: UInt64) {
         var value = value
         while value >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            appendByte(UInt8(truncatingIfNeeded: value) | 0x80)
             value >>= 7
         }
-        bytes.append(UInt8(value))
+        appendByte(UInt8(value))
     }
 
     private mutating func tag(_ field: Int, _ wireType: UInt64) { varint(UInt64(field) << 3 | wireType) }
@@ -26,9 +66,11 @@ struct ProtobufWriter {
         return size
     }
 
-    mutating func appendByte(_ byte: UInt8) { bytes.append(byte) }
-
-    mutating func append(_ raw: UnsafeBufferPointer<UInt8>) { bytes.append(contentsOf: raw) }
+    /// A length-delimited field's tag and length, its bytes to follow.
+    mutating func lengthDelimited(_ field: Int, length: Int) {
+        tag(field, 2)
+        varint(UInt64(length))
+    }
 
     /// int64, uint32, enum and bool fields (negative numbers take ten bytes, as protobuf says).
     mutating func integer(_ field: Int, _ value: Int) {
@@ -38,27 +80,24 @@ struct ProtobufWriter {
 
     mutating func fixed64(_ field: Int, _ value: UInt64) {
         tag(field, 1)
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: value.littleEndian) { append($0) }
     }
 
     mutating func fixed32(_ field: Int, _ value: UInt32) {
         tag(field, 5)
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: value.littleEndian) { append($0) }
     }
 
     mutating func string(_ field: Int, _ value: String) {
-        var value = value
-        value.withUTF8 { utf8 in
-            tag(field, 2)
-            varint(UInt64(utf8.count))
-            append(utf8)
-        }
+        tag(field, 2)
+        varint(UInt64(value.utf8.count))
+        append(value)
     }
 
-    mutating func bytes(_ field: Int, _ value: some Collection<UInt8>) {
+    mutating func bytes(_ field: Int, _ value: UnsafeRawBufferPointer) {
         tag(field, 2)
         varint(UInt64(value.count))
-        bytes.append(contentsOf: value)
+        append(value)
     }
 
     /// A nested message written by `body`, in place after a one-byte length;
@@ -66,28 +105,42 @@ struct ProtobufWriter {
     /// for a longer one (most of a span's are attributes, shorter).
     mutating func message(_ field: Int, _ body: (inout ProtobufWriter) -> Void) {
         tag(field, 2)
-        let at = bytes.count
-        bytes.append(0)
+        let at = room(1)
         body(&self)
-        var length = bytes.count - at - 1
-        guard length >= 0x80 else { return bytes[at] = UInt8(length) }
-        bytes.insert(contentsOf: repeatElement(0, count: Self.varintSize(length) - 1), at: at)
+        var length = count - at - 1
+        guard length >= 0x80 else {
+            out[at] = UInt8(length)
+            return
+        }
+        let extra = Self.varintSize(length) - 1
+        _ = room(extra)
+        (out.baseAddress! + at + 1 + extra).copyMemory(from: out.baseAddress! + at + 1, byteCount: length)
         var i = at
         while length >= 0x80 {
-            bytes[i] = UInt8(truncatingIfNeeded: length) | 0x80
+            out[i] = UInt8(truncatingIfNeeded: length) | 0x80
             length >>= 7
             i += 1
         }
-        bytes[i] = UInt8(length)
+        out[i] = UInt8(length)
     }
 
     /// A string field of `first`, a space and `second`, without joining them first.
     mutating func string(_ field: Int, _ first: String, _ second: String) {
-        var (first, second) = (first, second)
         tag(field, 2)
         varint(UInt64(first.utf8.count + 1 + second.utf8.count))
-        first.withUTF8 { append($0) }
-        bytes.append(UInt8(ascii: " "))
-        second.withUTF8 { append($0) }
+        append(first)
+        appendByte(UInt8(ascii: " "))
+        append(second)
+    }
+}
+
+extension ByteBuffer {
+    /// Writes what `body` writes, which must fit in `bound` bytes (checked).
+    mutating func writeProtobuf(bound: Int, _ body: (inout ProtobufWriter) -> Void) {
+        writeWithUnsafeMutableBytes(minimumWritableBytes: bound) { room in
+            var out = ProtobufWriter(UnsafeMutableRawBufferPointer(rebasing: room[..<bound]))
+            body(&out)
+            return out.count
+        }
     }
 }
