@@ -1,5 +1,6 @@
 import NIOHTTP1
 import Rewriter
+import W3CTraceContext
 
 /// What becomes of a request head, in one step for the daemon and
 /// `gatewayd explain` (so the two cannot drift): trace context (its fields
@@ -40,7 +41,7 @@ enum CallAdmission {
     /// call carries (logged whatever the decision), the gateway's hop in it
     /// (its spans' ids) and the decision.
     static func admit(_ head: inout RequestHead, client: Client, config: GatewayConfig, router: Router, random: inout SplitMix64,
-                      now: Double) -> (traceID: String?, hop: CallTrace.Hop?, decision: Decision) {
+                      now: Double) -> (traceID: TraceID?, hop: CallTrace.Hop?, decision: Decision) {
         let (traceID, hop) = CallTrace.apply(&head.headers, config: config.tracing, random: &random)
         return (traceID, hop, decide(&head, client: client, limits: config.limits, router: router, now: now))
     }

@@ -72,11 +72,11 @@ extension ProxyHandler {
             return OwnAnswer(local, requestID: call.requestID, to: call.requestHead, close: true)
         case .closed(let filter):
             log.reason = "filter \(filter) closed the stream"
-            return OwnAnswer(.filterFailed(filter, route: call.route.config.name), requestID: call.requestID, traceID: log.traceID,
+            return OwnAnswer(.filterFailed(filter, route: call.route.config.name), requestID: call.requestID, traceID: log.traceHex,
                              extraHeaders: [:], to: call.requestHead, close: true)
         case .failed(let failure):
             log.reason = failure.description
-            return OwnAnswer(.filterFailed(failure.filter, route: call.route.config.name), requestID: call.requestID, traceID: log.traceID,
+            return OwnAnswer(.filterFailed(failure.filter, route: call.route.config.name), requestID: call.requestID, traceID: log.traceHex,
                              extraHeaders: [:], to: call.requestHead, close: true)
         }
     }

@@ -48,7 +48,7 @@ extension ProxyHandler {
         // Every response the gateway makes carries a request id (the client's, or a new one), logged with it.
         let requestID = requestID ?? ClientInfo.requestID(from: head.headers, random: &random)
         log.requestID = requestID
-        write(OwnAnswer(problem, requestID: requestID, traceID: log.traceID, extraHeaders: extraHeaders, to: head,
+        write(OwnAnswer(problem, requestID: requestID, traceID: log.traceHex, extraHeaders: extraHeaders, to: head,
                         close: close || exchange.quiescing))
     }
 

@@ -21,7 +21,7 @@ enum CallTrace {
     ///   an invalid traceparent is ignored, its tracestate with it), and with
     ///   `start` a new trace begins here, sampled at `export`'s ratio (always
     ///   without export).
-    static func apply(_ headers: inout HeaderList, config: TracingConfig, random: inout SplitMix64) -> (traceID: String?, hop: Hop?) {
+    static func apply(_ headers: inout HeaderList, config: TracingConfig, random: inout SplitMix64) -> (traceID: TraceID?, hop: Hop?) {
         guard config.isOn else { return (nil, nil) }
         let parent = headers["traceparent"].flatMap { try? TraceContext(traceParentHeaderValue: $0, traceStateHeaderValue: headers["tracestate"]) }
         let hop: Hop
@@ -39,11 +39,11 @@ enum CallTrace {
                 headers.remove("traceparent")
                 headers.remove("tracestate")
             }
-            return (parent.map { hex($0.traceID.bytes) }, nil)
+            return (parent?.traceID, nil)
         }
         headers.set("traceparent", traceparent(hop.context.traceID, hop.context.spanID, hop.context.flags))
         if let state = hop.context.traceStateHeaderValue { headers.set("tracestate", state) } else { headers.remove("tracestate") }
-        return (hex(hop.context.traceID.bytes), hop)
+        return (hop.context.traceID, hop)
     }
 
     /// `00-<trace id>-<span id>-<flags>`. Written here, not by the library's
@@ -51,41 +51,37 @@ enum CallTrace {
     /// the library's took 5% of a call's CPU (docs/benchmarks.md).
     static func traceparent(_ traceID: TraceID, _ spanID: SpanID, _ flags: TraceFlags) -> String {
         String(unsafeUninitializedCapacity: 55) { out in
-            var at = 0
-            func put(_ byte: UInt8) {
-                out[at] = byte
-                at += 1
-            }
-            func putHex(_ byte: UInt8) {
-                put(hexDigits[Int(byte >> 4)])
-                put(hexDigits[Int(byte & 0xF)])
-            }
-            put(UInt8(ascii: "0"))
-            put(UInt8(ascii: "0"))
-            put(UInt8(ascii: "-"))
-            withUnsafeBytes(of: traceID.bytes) { for byte in $0 { putHex(byte) } }
-            put(UInt8(ascii: "-"))
-            withUnsafeBytes(of: spanID.bytes) { for byte in $0 { putHex(byte) } }
-            put(UInt8(ascii: "-"))
-            putHex(flags.rawValue)
-            return at
+            out[0] = UInt8(ascii: "0")
+            out[1] = UInt8(ascii: "0")
+            out[2] = UInt8(ascii: "-")
+            withUnsafeBytes(of: traceID.bytes) { writeHex($0, into: out, at: 3) }
+            out[35] = UInt8(ascii: "-")
+            withUnsafeBytes(of: spanID.bytes) { writeHex($0, into: out, at: 36) }
+            out[52] = UInt8(ascii: "-")
+            withUnsafeBytes(of: flags.rawValue) { writeHex($0, into: out, at: 53) }
+            return 55
         }
     }
 
     /// A trace id's 32 hex digits, as the access log and problems show it.
     static func hex(_ bytes: TraceID.Bytes) -> String {
         String(unsafeUninitializedCapacity: 32) { out in
-            withUnsafeBytes(of: bytes) { id in
-                for (i, byte) in id.enumerated() {
-                    out[2 * i] = hexDigits[Int(byte >> 4)]
-                    out[2 * i + 1] = hexDigits[Int(byte & 0xF)]
-                }
-            }
+            withUnsafeBytes(of: bytes) { writeHex($0, into: out, at: 0) }
             return 32
         }
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
+    /// Two lowercase hex digits a byte, from `at` on (room checked).
+    private static func writeHex(_ bytes: UnsafeRawBufferPointer, into out: UnsafeMutableBufferPointer<UInt8>, at start: Int) {
+        precondition(start + 2 * bytes.count <= out.count)
+        for (i, byte) in bytes.enumerated() {
+            out[start + 2 * i] = hexDigit(byte >> 4)
+            out[start + 2 * i + 1] = hexDigit(byte & 0xF)
+        }
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble }
 
     /// OpenTelemetry's TraceIdRatioBased: the trace id's last 8 bytes, read
     /// as a number, below `ratio` of their range.

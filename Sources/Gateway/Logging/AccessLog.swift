@@ -1,4 +1,5 @@
 import NIOCore
+import W3CTraceContext
 
 /// The data path's access log: one line per call, written into its event
 /// loop's own buffer in the configured format (`AccessLine`), and handed to
@@ -27,7 +28,7 @@ final class AccessLog: Sendable {
         var bytes = 0
         var requestID = "-"
         /// The W3C trace id the call carried upstream, when tracing is on.
-        var traceID: String?
+        var traceID: TraceID?
         /// A tunnel's bytes from the client (its bytes to the client are `bytes`).
         var requestBytes: Int?
         /// Why the last try failed, in full (never shown to the client).
@@ -37,8 +38,11 @@ final class AccessLog: Sendable {
         var textBytes: Int {
             var count = client.utf8.count + proto.utf8.count + method.utf8.count + target.utf8.count + route.utf8.count
             count += requestID.utf8.count + (upstream?.utf8.count ?? 0) + (upstreamAddress?.utf8.count ?? 0)
-            return count + (traceID?.utf8.count ?? 0) + (userAgent?.utf8.count ?? 0) + (reason?.utf8.count ?? 0)
+            return count + (traceID == nil ? 0 : 32) + (userAgent?.utf8.count ?? 0) + (reason?.utf8.count ?? 0)
         }
+
+        /// The trace id as the log and problems show it.
+        var traceHex: String? { traceID.map { CallTrace.hex($0.bytes) } }
     }
 
     /// nginx's `buffer=64k`.
@@ -96,7 +100,7 @@ final class AccessLog: Sendable {
             line.field("upstream_ttfb_ms", millis: entry.firstByte?.nanoseconds)
             line.field("tries", entry.tries)
             line.field("request_id", entry.requestID)
-            line.field("trace_id", entry.traceID)
+            line.field("trace_id", entry.traceHex)
             line.field("outcome", outcome)
             line.field("user_agent", entry.userAgent)
             if let reason = entry.reason { line.field("reason", reason) }

@@ -150,19 +150,24 @@ extension ProtobufWriter {
     }
 
     private mutating func keyValueHead(_ key: AttributeKey, field: Int, anyValue: Int) {
-        let keyValue = key.bytes.count + 1 + Self.varintSize(anyValue) + anyValue
+        let name = key.name.utf8CodeUnitCount
+        let keyValue = 2 + name + 1 + Self.varintSize(anyValue) + anyValue
         varint(UInt64(field) << 3 | 2)
         varint(UInt64(keyValue))
-        append(key.bytes)
+        // KeyValue.key (1), then KeyValue.value (2).
+        appendByte(0x0A)
+        appendByte(UInt8(name))
+        append(UnsafeRawBufferPointer(start: key.name.utf8Start, count: name))
         appendByte(0x12)
         varint(UInt64(anyValue))
     }
 }
 
-/// An attribute's key as a KeyValue begins: field 1, its length, its bytes.
+/// An attribute's key: a constant, so writing it retains nothing (each is
+/// under 128 bytes: its length takes one byte).
 struct AttributeKey {
-    let bytes: [UInt8]
-    init(_ name: String) { bytes = [0x0A, UInt8(name.utf8.count)] + Array(name.utf8) }
+    let name: StaticString
+    init(_ name: StaticString) { self.name = name }
 
     static let serviceName = AttributeKey("service.name")
     static let serviceVersion = AttributeKey("service.version")

@@ -100,15 +100,18 @@ final class SpanExporter: Sendable {
 
     func buffer(for eventLoop: any EventLoop) -> Buffer { buffers[ObjectIdentifier(eventLoop)]! }
 
-    /// A call's span, written into its event loop's `buffer`.
+    /// A call's span, written into its event loop's `buffer`. A buffer
+    /// that holds a whole batch is collected at once rather than at the next
+    /// tick: it stays small enough to be written in cache.
     func record(_ span: Span, into buffer: Buffer) {
-        let kept = buffer.spans.withLock { buffered in
-            guard buffered.count < Self.bufferLimit else { return false }
+        let count = buffer.spans.withLock { buffered in
+            guard buffered.count < Self.bufferLimit else { return 0 }
             OTLPTraces.write(span, wallOffset: buffered.wallOffset, into: &buffered.entries)
             buffered.count += 1
-            return true
+            return buffered.count
         }
-        if !kept { droppedFull.increment() }
+        if count == 0 { droppedFull.increment() }
+        if count == Self.batchSize { loop.execute { [self] in collect(flush: false) } }
     }
 
     /// A span made off the calls' loops (a health check's): straight to the queue.
@@ -158,9 +161,11 @@ final class SpanExporter: Sendable {
     private func collect(flush: Bool) {
         let wallOffset = Self.wallOffset()
         for buffer in buffers.values {
-            // Swapped for an array with room already: the calls' loop does not grow it from nothing each time.
-            var taken = Written(entries: ByteBufferAllocator().buffer(capacity: 256 * 1024), wallOffset: wallOffset)
-            buffer.spans.withLock { swap(&taken, &$0) }
+            // Swapped for a buffer with room for a batch: the calls' loop does not grow it from nothing each time.
+            var taken = Written(entries: ByteBufferAllocator().buffer(capacity: Self.batchSize * 320), wallOffset: wallOffset)
+            buffer.spans.withLock { buffered in
+                if buffered.count > 0 { swap(&taken, &buffered) } else { buffered.wallOffset = wallOffset }
+            }
             if taken.count > 0 { enqueue(taken.entries, count: taken.count) }
         }
         state.value.ticksWaited += 1
