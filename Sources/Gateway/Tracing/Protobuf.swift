@@ -1,11 +1,11 @@
 import NIOCore
 
 /// The Protocol Buffers wire format, as much of it as an OTLP export needs,
-/// written straight into a ByteBuffer's room for it (`writeProtobuf`): a
-/// span is ~40 small writes, and ByteBuffer's checked ones cost ~100
-/// instructions each where these cost a few (callgrind: 10.9k instructions
-/// a call for two spans through [UInt8] appends, 18k through ByteBuffer's).
-/// Every write is bounds-checked against that room.
+/// written straight into room a ByteBuffer reserved for it
+/// (`writeProtobuf`), every write checked against that room: a span is
+/// ~40 small writes, each here a bounds check and a store, where it costs
+/// ~100 instructions through ByteBuffer's own writes and ~40 through
+/// `[UInt8]` appends (docs/benchmarks.md, "Span export").
 /// Hand-written: the only OTLP encoder in reach is swift-otel's, whose
 /// per-span objects, locks and build cost the span export cannot afford.
 struct ProtobufWriter {

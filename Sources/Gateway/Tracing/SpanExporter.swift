@@ -39,6 +39,8 @@ final class SpanExporter: Sendable {
     private let exported: Counter
     private let droppedFull: Counter
     private let droppedFailed: Counter
+    /// Cleared before the exporter's loop shuts down: a late call's span is no reason to wake it.
+    private let running = Atomic(true)
 
     /// One serving loop's spans, written, waiting for the exporter.
     final class Buffer: Sendable {
@@ -111,7 +113,7 @@ final class SpanExporter: Sendable {
             return buffered.count
         }
         if count == 0 { droppedFull.increment() }
-        if count == Self.batchSize { loop.execute { [self] in collect(flush: false) } }
+        if count == Self.batchSize, running.load(ordering: .relaxed) { loop.execute { [self] in collect(flush: false) } }
     }
 
     /// A span made off the calls' loops (a health check's): straight to the queue.
@@ -125,6 +127,7 @@ final class SpanExporter: Sendable {
 
     /// Sends what is left, waiting at most `timeout` for it, and stops.
     func stop(timeout: Duration) async {
+        running.store(false, ordering: .relaxed)
         let done = loop.makePromise(of: Void.self)
         loop.execute { [self] in
             state.value.task?.cancel()
@@ -161,12 +164,15 @@ final class SpanExporter: Sendable {
     private func collect(flush: Bool) {
         let wallOffset = Self.wallOffset()
         for buffer in buffers.values {
+            let empty = buffer.spans.withLock { buffered in
+                buffered.wallOffset = wallOffset
+                return buffered.count == 0
+            }
+            if empty { continue }
             // Swapped for a buffer with room for a batch: the calls' loop does not grow it from nothing each time.
             var taken = Written(entries: ByteBufferAllocator().buffer(capacity: Self.batchSize * 320), wallOffset: wallOffset)
-            buffer.spans.withLock { buffered in
-                if buffered.count > 0 { swap(&taken, &buffered) } else { buffered.wallOffset = wallOffset }
-            }
-            if taken.count > 0 { enqueue(taken.entries, count: taken.count) }
+            buffer.spans.withLock { swap(&taken, &$0) }
+            enqueue(taken.entries, count: taken.count)
         }
         state.value.ticksWaited += 1
         send(flush: flush)
