@@ -36,15 +36,18 @@ final class RawUpstream: @unchecked Sendable {
     init(script: @escaping @Sendable (_ requestLine: String) -> Answer) { self.script = script }
 
     var requests: [Request] { state.withLockedValue { $0.requests } }
+    /// The connections (numbered as `Request.connection`) that have closed.
+    var closedConnections: Set<Int> { closed.withLockedValue { $0 } }
+    private let closed = NIOLockedValueBox<Set<Int>>([])
 
     func start() async throws -> Int {
         Teardown.register { await self.stop() }
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { [state, script] channel in
+            .childChannelInitializer { [state, script, closed] channel in
                 let number = state.withLockedValue { $0.connections += 1; return $0.connections }
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Handler(connection: number, state: state, script: script))
+                    try channel.pipeline.syncOperations.addHandler(Handler(connection: number, state: state, closed: closed, script: script))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -68,14 +71,22 @@ final class RawUpstream: @unchecked Sendable {
         typealias InboundIn = ByteBuffer
         let connection: Int
         let state: NIOLockedValueBox<(requests: [Request], connections: Int)>
+        let closed: NIOLockedValueBox<Set<Int>>
         let script: @Sendable (String) -> Answer
         var received: [UInt8] = []
         var framing = Framing()
 
-        init(connection: Int, state: NIOLockedValueBox<(requests: [Request], connections: Int)>, script: @escaping @Sendable (String) -> Answer) {
+        init(connection: Int, state: NIOLockedValueBox<(requests: [Request], connections: Int)>, closed: NIOLockedValueBox<Set<Int>>,
+             script: @escaping @Sendable (String) -> Answer) {
             self.connection = connection
             self.state = state
+            self.closed = closed
             self.script = script
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            _ = closed.withLockedValue { $0.insert(connection) }
+            context.fireChannelInactive()
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
