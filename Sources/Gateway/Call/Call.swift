@@ -41,6 +41,17 @@ final class Call {
         pendingOn = nil
     }
 
+    /// The route's refreshed credentials go into the try about to start.
+    func takeCredentials() {
+        guard !route.refreshers.isEmpty else { return }
+        credentials.removeAll(keepingCapacity: true)
+        for refresher in route.refreshers {
+            let credential = refresher.current
+            credentials.append(credential.generation)
+            if let value = credential.value { request.headers.set(refresher.spec.captureHeader, value) }
+        }
+    }
+
     init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String, streams: Bool) {
         // Read before the head moves in (after, reading it would copy the head).
         keepAlive = requestHead.keepsAlive

@@ -56,4 +56,18 @@ extension ResponseHead {
         if !rules.isEmpty { rules.apply(to: &headers) }
         if close { set("Connection", "close") }
     }
+
+    /// An upstream's `101 Switching Protocols` as it goes to the client:
+    /// hop-by-hop fields dropped but for `Connection: Upgrade` and `Upgrade`
+    /// (the upstream's protocol, else the one asked for), the request id
+    /// and the route's response rules applied.
+    func switchedForClient(asked: String?, requestID: String, rules: HeaderRules) -> ResponseHead {
+        var switched = self
+        switched.headers.removeHopByHop()
+        switched.headers.set("Connection", "Upgrade")
+        if let upgrade = headers["Upgrade"] ?? asked { switched.headers.set("Upgrade", upgrade) }
+        switched.headers.set("X-Request-Id", requestID)
+        rules.apply(to: &switched.headers)
+        return switched
+    }
 }

@@ -35,7 +35,7 @@ extension ProxyHandler {
         call.connection?.abandon()
         endStreaming()
         if forwarded {
-            record(status: log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
+            writeRecord(status: record.log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
             client.close()
         } else {
             respond(.deadline(upstream: call.route.upstream.name, route: call.route.config.name), to: call.requestHead, requestID: call.requestID)
@@ -44,41 +44,25 @@ extension ProxyHandler {
 
     func respond(_ problem: Problem, to head: RequestHead, requestID: String? = nil, extraHeaders: HeaderList = [:],
                  close: Bool = false) {
-        log.route = problem.route ?? log.route
+        record.log.route = problem.route ?? record.log.route
         // Every response the gateway makes carries a request id (the client's, or a new one), logged with it.
         let requestID = requestID ?? ClientInfo.requestID(from: head.headers, random: &random)
-        log.requestID = requestID
-        write(OwnAnswer(problem, requestID: requestID, traceID: log.traceHex, extraHeaders: extraHeaders, to: head,
+        record.log.requestID = requestID
+        write(OwnAnswer(problem, requestID: requestID, traceID: record.log.traceHex, extraHeaders: extraHeaders, to: head,
                         close: close || exchange.quiescing))
     }
 
     func write(_ answer: OwnAnswer) {
-        log.bytes = answer.body.count
-        record(status: answer.status, outcome: answer.status < 400 ? "ok" : "gateway")
+        record.log.bytes = answer.body.count
+        writeRecord(status: answer.status, outcome: answer.status < 400 ? "ok" : "gateway")
         client.write(.head(answer.head))
         if answer.writesBody { client.write(.body(client.allocator.buffer(bytes: answer.body))) }
         finishExchange(keepAlive: answer.keepAlive)
     }
 
-    /// A span that ended, to the exporter.
-    func send(_ span: Span?) {
-        if let span, let exporter = shared.spans, let spanBuffer { exporter.record(span, into: spanBuffer) }
-    }
-
     /// The exchange is over: its access log line and metrics, once.
-    func record(status: Int, outcome: String) {
+    func writeRecord(status: Int, outcome: String) {
         guard exchange.logOnce() else { return }
-        let now = now
-        (routeMetrics ?? shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start, now: now)
-        if var spans = spans.take() {
-            let (lastTry, call) = spans.finish(route: routeMetrics == nil ? nil : log.route, status: status, outcome: outcome, tries: log.tries, now: now)
-            send(lastTry)
-            send(call)
-        }
-        guard let accessLog = shared.accessLog, let accessLogBuffer else { return }
-        // The exchange's one line takes its entry over: a copy would retain each of its strings.
-        var entry = AccessLog.Entry(start: log.start)
-        swap(&entry, &log)
-        accessLog.record(entry, status: status, outcome: outcome, into: accessLogBuffer, now: now)
+        record.finish(status: status, outcome: outcome, now: now, context: &context)
     }
 }

@@ -18,7 +18,7 @@ extension ProxyHandler {
         else { return false }
         logTry(outcome, decided)
         switch verdict {
-        case .retry, .refresh: send(spans?.tryEnded(now: now))
+        case .retry, .refresh: context.send(record.spans?.tryEnded(now: now))
         case .forward, .fail, .drain: break
         }
         if case .response(let status, _, _) = outcome { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
@@ -30,16 +30,16 @@ extension ProxyHandler {
         case .fail(let validator):
             call.connection?.abandon()
             endCall()
-            log.reason = "\(validator) refused the response"
+            record.log.reason = "\(validator) refused the response"
             respond(.validatorFailed(upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name),
                    to: call.requestHead, requestID: call.requestID)
             return true
         case .drain:
             // Read to its end, so its connection goes back to the pool instead of being closed and re-opened.
-            log.upstreamStatus = nil
+            record.log.upstreamStatus = nil
             return true
         case .retry(let next):
-            log.upstreamStatus = nil
+            record.log.upstreamStatus = nil
             call.connection?.abandon()
             call.connection = nil
             run(next)
@@ -53,28 +53,11 @@ extension ProxyHandler {
     func refreshThenRetry(_ spec: RefreshSpec, call: Call) -> Bool {
         guard let index = call.route.refreshers.firstIndex(where: { $0.spec == spec }) else { return false }
         let refresher = call.route.refreshers[index]
-        let metrics = call.route.metrics
-        let (pool, maxBodyBytes) = (pool, shared.config.limits.maxRefreshBodyBytes)
         let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
-        let traced = spans?.refresh(method: spec.method, upstream: refresher.upstream, random: &random)
-        let (exporter, spanBuffer) = (shared.spans, spanBuffer)
-        let start = refresher.refresh(after: call.credentials[index], on: client.eventLoop) {
-            var request = spec.request(to: refresher.upstream)
-            if let traced { request.headers.set("traceparent", traced.traceparent) }
-            let started = NIODeadline.now()
-            return pool.exchange(request, upstream: refresher.upstream, timeout: timeout, maxBodyBytes: maxBodyBytes)
-                .always { answer in
-                    guard var span = traced?.0, let exporter, let spanBuffer else { return }
-                    (span.start, span.end) = (started.uptimeNanoseconds, NIODeadline.now().uptimeNanoseconds)
-                    switch answer {
-                    case .success(let answer): span.status = answer.status
-                    case .failure(let error): span.outcome = (error as? UpstreamError)?.name ?? "error"
-                    }
-                    exporter.record(span, into: spanBuffer)
-                }
-                .flatMapThrowing { answer in try spec.capture(status: answer.status, body: answer.body) }
-                .always { metrics.refreshFinished(ok: (try? $0.get()) != nil) }
-        }
+        let start = refresher.refresh(after: call.credentials[index], through: pool, timeout: timeout,
+                                      maxBodyBytes: shared.config.limits.maxRefreshBodyBytes, metrics: call.route.metrics,
+                                      traced: record.spans?.refresh(method: spec.method, upstream: refresher.upstream, random: &random),
+                                      sink: context.spanSink)
         let route = call.route
         route.metrics.refresh(start)
         if case .throttled = start {
@@ -83,7 +66,7 @@ extension ProxyHandler {
         }
         call.connection?.abandon()
         call.connection = nil
-        log.upstreamStatus = nil
+        record.log.upstreamStatus = nil
         switch start {
         case .ready, .throttled:
             run(machine.retry(after: .zero))
@@ -103,20 +86,7 @@ extension ProxyHandler {
         return true
     }
 
-    /// The captured credentials go into every try of the route.
-    func applyCredentials() {
-        guard let refreshers = call?.route.refreshers, !refreshers.isEmpty else { return }
-        var credentials: [Int] = []
-        for refresher in refreshers {
-            let credential = refresher.current
-            credentials.append(credential.generation)
-            if let value = credential.value { call?.request.headers.set(refresher.spec.captureHeader, value) }
-        }
-        call?.credentials = credentials
-    }
-
     func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action) {
-        TryLog.record(outcome, action, decidedBy: machine.retry?.decidedBy, try: machine.tries, route: log.route, requestID: log.requestID,
-                      metrics: routeMetrics ?? shared.metrics.unrouted, logger: shared.accessLog == nil ? nil : shared.logger)
+        record.logTry(outcome, action, decidedBy: machine.retry?.decidedBy, tries: machine.tries, context: shared)
     }
 }

@@ -19,7 +19,7 @@ extension ProxyHandler {
         }
         guard writeHead(head, prepared: filtersBody) else { return }
         if !body.isEmpty {
-            log.bytes += body.count
+            record.log.bytes += body.count
             client.write(.body(client.allocator.buffer(bytes: body)))
         }
     }
@@ -38,8 +38,8 @@ extension ProxyHandler {
     /// token of this try. Past `max_requests` or `max_pending` the call is
     /// answered 503 at once instead of waiting for its deadline.
     func acquire(_ token: CallMachine.Token) {
-        applyCredentials()
         guard let call else { return }
+        call.takeCredentials()
         // The upstream's config is read in place: a copy would retain all of it.
         let route = call.route
         guard let state = shared.routeUpstreams[route.index] else { return answerEcho(call) }
@@ -48,10 +48,10 @@ extension ProxyHandler {
         }
         let endpoint = state.pick(exclude: call.endpoint?.index, random: random.next())
         call.endpoint = endpoint
-        if spans != nil {
-            let (traceparent, ended) = spans!.tryStarted(method: call.request.method, upstream: route.upstream.name, endpoint: endpoint.url,
+        if record.spans != nil {
+            let (traceparent, ended) = record.spans!.tryStarted(method: call.request.method, upstream: route.upstream.name, endpoint: endpoint.url,
                                                          now: now, random: &random)
-            send(ended)
+            context.send(ended)
             call.request.headers.set("traceparent", traceparent)
         }
         // An idle pooled connection is used at once: no waiter closure to allocate.
@@ -72,7 +72,7 @@ extension ProxyHandler {
                 // A connect that failed was a try too.
                 guard machine.connectFailed(token) else { return false }
                 self.call?.waiter = nil
-                log.tries = machine.tries
+                record.log.tries = machine.tries
                 upstreamFailed(error as? UpstreamError ?? .connectFailure("\(error)"), progress: .unsent)
                 return true
             }
@@ -109,12 +109,12 @@ extension ProxyHandler {
         call.connection = connection
         call.endpoint = connection.endpoint
         call.route.metrics.tries?.increment()
-        log.tries = machine.tries
-        log.sentAt = now
-        log.upstreamAddress = connection.peerAddress
-        spans?.tryConnected(to: connection.peerAddress)
-        log.upstreamStatus = nil
-        log.firstByte = nil
+        record.log.tries = machine.tries
+        record.log.sentAt = now
+        record.log.upstreamAddress = connection.peerAddress
+        record.spans?.tryConnected(to: connection.peerAddress)
+        record.log.upstreamStatus = nil
+        record.log.firstByte = nil
         call.perTryTimer?.cancel()
         if let perTryTimeout {
             call.perTryTimer = client.eventLoop.assumeIsolated().scheduleTask(in: perTryTimeout.timeAmount) { [self] in
@@ -145,21 +145,16 @@ extension ProxyHandler {
             connection.close()
             return client.close()
         }
-        log.upstreamStatus = 101
-        if let sentAt = log.sentAt { log.firstByte = now - sentAt }
-        var switched = head
-        switched.headers.removeHopByHop()
-        switched.headers.set("Connection", "Upgrade")
-        if let upgrade = head.headers["Upgrade"] ?? call.request.headers["Upgrade"] { switched.headers.set("Upgrade", upgrade) }
-        switched.headers.set("X-Request-Id", call.requestID)
-        call.route.config.responseHeaders.apply(to: &switched.headers)
-        client.write(.head(switched))
+        record.log.upstreamStatus = 101
+        if let sentAt = record.log.sentAt { record.log.firstByte = now - sentAt }
+        client.write(.head(head.switchedForClient(asked: call.request.headers["Upgrade"], requestID: call.requestID,
+                                                  rules: call.route.config.responseHeaders)))
         client.flush()
         let tunnel = Tunnel(client: clientEnd, upstream: upstreamEnd,
                             idleTimeout: shared.config.limits.idleTimeout.timeAmount, on: client.eventLoop) { [self] tunnel in
-            log.bytes = tunnel.bytesFromUpstream
-            log.requestBytes = tunnel.bytesFromClient
-            record(status: 101, outcome: "tunnel-closed")
+            record.log.bytes = tunnel.bytesFromUpstream
+            record.log.requestBytes = tunnel.bytesFromClient
+            writeRecord(status: 101, outcome: "tunnel-closed")
         }
         guard connection.startTunnel(tunnel), client.startTunnel(tunnel) else { return tunnel.close() }
     }
@@ -167,9 +162,9 @@ extension ProxyHandler {
     func upstreamHead(_ upstreamHead: consuming ResponseHead) {
         // Logged whatever the validators make of it.
         let status = Int(upstreamHead.status.code)
-        log.upstreamStatus = status
-        spans?.tryAnswered(status: status)
-        if let sentAt = log.sentAt { log.firstByte = now - sentAt }
+        record.log.upstreamStatus = status
+        record.spans?.tryAnswered(status: status)
+        if let sentAt = record.log.sentAt { record.log.firstByte = now - sentAt }
         // The call read once: each `call?.` retains and releases it.
         guard let call else { return }
         switch machine.responseHead(upstreamHead, holdsBody: call.route.readsResponseBodies || shared.validatorsReadBodies) {
@@ -223,8 +218,8 @@ extension ProxyHandler {
     /// filters: the request as they left it, one try.
     private func answerEcho(_ call: Call) {
         call.route.metrics.tries?.increment()
-        log.tries = 1
-        log.upstreamStatus = 200
+        record.log.tries = 1
+        record.log.upstreamStatus = 200
         var answer = OwnAnswer(echoing: call.request, requestID: call.requestID, rules: call.route.config.responseHeaders,
                                to: call.requestHead, close: exchange.quiescing)
         var body: [UInt8]? = answer.body
@@ -242,7 +237,7 @@ extension ProxyHandler {
             }
             return
         }
-        log.bytes += buffer.readableBytes
+        record.log.bytes += buffer.readableBytes
         // Flushed once per upstream read batch (upstreamReadComplete), not per part.
         client.write(.body(buffer))
         if !client.isWritable { call.connection?.setReading(false) }
@@ -264,14 +259,14 @@ extension ProxyHandler {
         }
         guard let call = endCall() else { return }
         endStreaming()
-        record(status: log.upstreamStatus ?? 0, outcome: "ok")
+        writeRecord(status: record.log.upstreamStatus ?? 0, outcome: "ok")
         finishExchange(keepAlive: call.keepAlive)
     }
 
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) {
         guard let call else { return }
-        log.reason = error.description
-        send(spans?.tryFailed(error.name, now: now))
+        record.log.reason = error.description
+        context.send(record.spans?.tryFailed(error.name, now: now))
         call.connection = nil
         // A drained refusal was judged already: this is a no-op for it.
         judgeTry(OutlierConfig.Failure(error.kind))
@@ -287,7 +282,7 @@ extension ProxyHandler {
             endCall()
             endStreaming()
             // The response is cut short: never pretend it ended.
-            record(status: log.upstreamStatus ?? 0, outcome: "cut-short-\(error.name)")
+            writeRecord(status: record.log.upstreamStatus ?? 0, outcome: "cut-short-\(error.name)")
             return client.close()
         case .fail:
             break

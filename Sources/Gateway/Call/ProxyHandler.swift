@@ -16,13 +16,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     let slot: ListenerSlot
     /// The listener's context as of this call's request head (a reload
-    /// swaps the slot's; a call in flight keeps its own).
-    private(set) var shared: ListenerContext
-    /// This event loop's upstream pool and access-log buffer in `shared`,
-    /// found on first use per context (a lookup costs ~270 instructions).
-    private var loopPool: UpstreamPool?
-    private var loopLogBuffer: AccessLog.Buffer?
-    private var loopSpanBuffer: SpanExporter.Buffer?
+    /// swaps the slot's; a call in flight keeps its own), as this loop uses it.
+    var context: LoopContext
+    var shared: ListenerContext { context.shared }
     /// Where answers go.
     let client: any ClientSide
 
@@ -40,11 +36,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
     var exchange = ExchangeStateMachine<LoopInstant>()
     /// Request ids come from this: no syscall per call or per HTTP/2 stream.
     var random: SplitMix64
-    var log = AccessLog.Entry()
-    /// The call's spans, when it is sampled and spans are exported.
-    var spans: CallSpans?
-    /// The matched route's metrics (nil until a route matched).
-    var routeMetrics: RouteMetrics?
+    /// What the exchange leaves behind: access line, spans, route metrics.
+    var record = CallRecord()
     /// The instant of the event being handled (`atEvent`): the machines,
     /// timers, log line and metrics one event touches share one clock read,
     /// as nginx reads its clock once per turn of its event loop.
@@ -52,7 +45,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     init(slot: ListenerSlot, client: any ClientSide) {
         self.slot = slot
-        shared = slot.context
+        context = LoopContext(slot.context, eventLoop: client.eventLoop)
         self.client = client
         random = SplitMix64(seed: Self.processSeed ^ NIODeadline.now().uptimeNanoseconds)
         random = SplitMix64(seed: random.next() ^ UInt64(UInt(bitPattern: ObjectIdentifier(self).hashValue)))
@@ -67,35 +60,14 @@ final class ProxyHandler: UpstreamResponseDelegate {
         machine.bodyGone()
         head = nil
         // Logged unless its line was written (a response cut short closes the connection too).
-        record(status: 499, outcome: "client-gone")
+        writeRecord(status: 499, outcome: "client-gone")
         exchange.clientGone()
     }
 
     /// The connection is up: a request head must come within header_timeout.
     func started() { wake(at: exchange.connectionStarted(now: loopNow, headerTimeout: shared.config.limits.headerTimeout)) }
 
-    var pool: UpstreamPool {
-        if let loopPool { return loopPool }
-        let pool = shared.pools.pool(for: client.eventLoop)
-        loopPool = pool
-        return pool
-    }
-
-    var spanBuffer: SpanExporter.Buffer? {
-        guard let exporter = shared.spans else { return nil }
-        if let loopSpanBuffer { return loopSpanBuffer }
-        let buffer = exporter.buffer(for: client.eventLoop)
-        loopSpanBuffer = buffer
-        return buffer
-    }
-
-    var accessLogBuffer: AccessLog.Buffer? {
-        guard let accessLog = shared.accessLog else { return nil }
-        if let loopLogBuffer { return loopLogBuffer }
-        let buffer = accessLog.buffer(for: client.eventLoop)
-        loopLogBuffer = buffer
-        return buffer
-    }
+    var pool: UpstreamPool { context.pool }
 
     /// Now: the event's instant inside `atEvent`, else the event loop's
     /// clock (an embedded loop's is advanced by hand in tests).
@@ -146,17 +118,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     private func begin(_ head: RequestHead) {
         exchange.requestHead()
-        let context = slot.context
-        if context !== shared {
-            shared = context
-            loopPool = nil
-            loopLogBuffer = nil
-            loopSpanBuffer = nil
-        }
-        spans = nil
-        log = AccessLog.Entry(start: now, client: client.peerAddress, proto: protocolName(head.version), method: head.method.rawValue,
-                              target: head.uri, userAgent: shared.accessLog == nil ? nil : head.headers["User-Agent"])
-        routeMetrics = nil
+        context.update(slot.context)
+        record = CallRecord(head, start: now, client: client.peerAddress, proto: protocolName(head.version),
+                            readsUserAgent: shared.accessLog != nil)
     }
 
     /// A request refused before it was read whole (an HTTP/2 header block
@@ -171,20 +135,20 @@ final class ProxyHandler: UpstreamResponseDelegate {
         let (traceID, hop, decision) = CallAdmission.admit(
             &head, client: .init(address: client.peerAddress, localAuthority: client.localAuthority, canTunnel: client.canTunnel, framing: framing),
             config: shared.config, router: shared.router, random: &random, now: Double(now.uptimeNanoseconds) / 1e9)
-        log.traceID = traceID
+        record.log.traceID = traceID
         if let hop, shared.spans != nil, hop.context.flags.contains(.sampled) {
-            spans = CallSpans(hop: hop, method: log.method, target: log.target, client: log.client, protocolVersion: head.version.major == 2 ? "2" : "1.1",
-                              start: log.start)
+            record.spans = CallSpans(hop: hop, method: record.log.method, target: record.log.target, client: record.log.client, protocolVersion: head.version.major == 2 ? "2" : "1.1",
+                              start: record.log.start)
         }
         let admitted: CallAdmission.Admitted
         switch decision {
         case .answered(let problem, let extraHeaders, let close, let route):
-            if let route { onRoute(route) }
+            if let route { record.onRoute(route) }
             return respond(problem, to: head, extraHeaders: extraHeaders, close: close)
         case .admitted(let decided):
             admitted = decided
         }
-        onRoute(admitted.match.route)
+        record.onRoute(admitted.match.route)
         if admitted.answersContinue {
             client.write(.head(ResponseHead(version: head.version, status: .continue, headers: [:])))
             client.flush()
@@ -200,17 +164,10 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
     }
 
-    /// The call is the route's from here on: logged and counted under it.
-    private func onRoute(_ route: Route) {
-        log.route = route.config.name
-        log.upstream = route.upstream.name
-        routeMetrics = route.metrics
-    }
-
     func clientInfo(_ headers: HeaderList) -> ClientInfo {
         let client = ClientInfo(address: self.client.peerAddress, scheme: shared.scheme,
                                 requestID: ClientInfo.requestID(from: headers, random: &random))
-        log.requestID = client.requestID
+        record.log.requestID = client.requestID
         return client
     }
 
@@ -221,34 +178,21 @@ final class ProxyHandler: UpstreamResponseDelegate {
         guard let call else { return }
         if !call.route.filters.isEmpty, call.filters == nil { return runFilters(token, call) }
         guard !shared.modifiers.isEmpty else { return run(machine.modifiersFinished(token)) }
-        let modifiers = shared.modifiers
-        let request = call.request
         let hookContext = ModifierContext(route: call.route.config.name, upstream: call.route.upstream.name,
                                           client: ClientInfo(address: client.peerAddress, scheme: shared.scheme, requestID: call.requestID))
-        let promise = client.eventLoop.makePromise(of: UpstreamRequest.self)
-        promise.completeWithTask {
-            var request = request
-            for modifier in modifiers { try await modifier.modify(&request, context: hookContext) }
-            try request.checkWireSafe(route: hookContext.route)
-            return request
-        }
-        promise.futureResult.assumeIsolated().whenComplete { [self] result in
+        shared.modifiers.modify(call.request, context: hookContext, streams: call.streams, on: client.eventLoop).assumeIsolated().whenComplete {
+            [self] result in
             // The call ended meanwhile (client gone, deadline): nothing to answer.
             guard machine.isCurrent(token), let call = self.call else { return }
             switch result {
-            case .success(var modified):
-                // Framing stays the gateway's, true to the bytes sent, whatever a hook did.
-                modified.headers.remove("Content-Length")
-                modified.headers.remove("Transfer-Encoding")
-                if !call.streams { modified.frameBody() }
+            case .success(let modified):
                 call.request = modified
                 run(machine.modifiersFinished(token))
             case .failure(let error):
                 endCall()
                 endStreaming()
-                let problem = error as? Problem
-                    ?? .modifierFailed("\(error)", route: call.route.config.name)
-                respond(problem, to: call.requestHead, requestID: call.requestID, close: machine.streamed != nil)
+                respond(error as? Problem ?? .modifierFailed("\(error)", route: call.route.config.name), to: call.requestHead,
+                        requestID: call.requestID, close: machine.streamed != nil)
             }
         }
     }
@@ -325,8 +269,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         if route.isEcho, route.filters.isEmpty {
             // The built-in upstream answers in process: still one try of it.
             route.metrics.tries?.increment()
-            log.tries = 1
-            log.upstreamStatus = 200
+            record.log.tries = 1
+            record.log.upstreamStatus = 200
             return write(OwnAnswer(echoing: request, requestID: client.requestID, rules: route.config.responseHeaders, to: head,
                                    close: exchange.quiescing))
         }
@@ -367,8 +311,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
         case .answer(let forCurrentRequest):
             if !forCurrentRequest {
                 // Only HTTP/1.1 connections read heads that can be malformed; who sent it is known.
-                log = AccessLog.Entry(start: now, client: client.peerAddress, proto: "HTTP/1.1")
-                routeMetrics = nil
+                record = CallRecord()
+                record.log = AccessLog.Entry(start: now, client: client.peerAddress, proto: "HTTP/1.1")
             }
             respond(problem, to: RequestHead(method: .GET, uri: "/", version: .http1_1, headers: [:]), close: true)
         }

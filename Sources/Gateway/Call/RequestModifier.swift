@@ -1,3 +1,4 @@
+import NIOCore
 import Rewriter
 
 /// A hook for programs that embed the gateway: runs after the declarative
@@ -15,6 +16,30 @@ public struct ModifierContext: Sendable {
     public var route: String
     public var upstream: String
     public var client: ClientInfo
+}
+
+extension [any RequestModifier] {
+    /// The hooks over `request`, in order, as a task (an async hop); the
+    /// result comes back on `eventLoop`, framed by the gateway whatever a
+    /// hook did (a streamed body keeps the client's framing), or failed
+    /// with the `Problem` to answer.
+    func modify(_ request: UpstreamRequest, context: ModifierContext, streams: Bool, on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamRequest> {
+        let promise = eventLoop.makePromise(of: UpstreamRequest.self)
+        promise.completeWithTask { [self] in
+            var request = request
+            do {
+                for modifier in self { try await modifier.modify(&request, context: context) }
+                try request.checkWireSafe(route: context.route)
+            } catch {
+                throw error as? Problem ?? .modifierFailed("\(error)", route: context.route)
+            }
+            request.headers.remove("Content-Length")
+            request.headers.remove("Transfer-Encoding")
+            if !streams { request.frameBody() }
+            return request
+        }
+        return promise.futureResult
+    }
 }
 
 extension UpstreamRequest {

@@ -84,6 +84,32 @@ final class CredentialRefresher: Sendable {
     }
 }
 
+extension CredentialRefresher {
+    /// A call's try with credential generation `used` was refused: when the
+    /// call is the one to refresh, the token service is called through
+    /// `pool` (its client span, when the call is traced, goes to `sink`).
+    func refresh(after used: Int, through pool: UpstreamPool, timeout: Duration, maxBodyBytes: Int, metrics: RouteMetrics,
+                 traced: (span: Span, traceparent: String)?, sink: SpanSink?) -> Start {
+        refresh(after: used, on: pool.eventLoop) { [spec, upstream] in
+            var request = spec.request(to: upstream)
+            if let traced { request.headers.set("traceparent", traced.traceparent) }
+            let started = NIODeadline.now()
+            return pool.exchange(request, upstream: upstream, timeout: timeout, maxBodyBytes: maxBodyBytes)
+                .always { answer in
+                    guard var span = traced?.span, let sink else { return }
+                    (span.start, span.end) = (started.uptimeNanoseconds, NIODeadline.now().uptimeNanoseconds)
+                    switch answer {
+                    case .success(let answer): span.status = answer.status
+                    case .failure(let error): span.outcome = (error as? UpstreamError)?.name ?? "error"
+                    }
+                    sink.send(span)
+                }
+                .flatMapThrowing { answer in try spec.capture(status: answer.status, body: answer.body) }
+                .always { metrics.refreshFinished(ok: (try? $0.get()) != nil) }
+        }
+    }
+}
+
 /// Why a refresh gave no credential; the waiting calls answer 502 with it.
 struct RefreshError: Error, CustomStringConvertible {
     var description: String

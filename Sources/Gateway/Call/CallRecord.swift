@@ -1,0 +1,49 @@
+import NIOCore
+import NIOHTTP1
+
+/// What one exchange leaves behind, filled in as it goes: its access line,
+/// its spans (when it is sampled and spans are exported) and the metrics
+/// of the route it matched; written once, when it ends.
+struct CallRecord {
+    var log = AccessLog.Entry()
+    var spans: CallSpans?
+    /// Nil until a route matched: counted as unrouted.
+    var routeMetrics: RouteMetrics?
+
+    init() {}
+
+    /// A request head arrived from `client` over `proto` at `start`.
+    init(_ head: RequestHead, start: NIODeadline, client: String, proto: String, readsUserAgent: Bool) {
+        log = AccessLog.Entry(start: start, client: client, proto: proto, method: head.method.rawValue, target: head.uri,
+                              userAgent: readsUserAgent ? head.headers["User-Agent"] : nil)
+    }
+
+    /// The call is the route's from here on: logged and counted under it.
+    mutating func onRoute(_ route: Route) {
+        log.route = route.config.name
+        log.upstream = route.upstream.name
+        routeMetrics = route.metrics
+    }
+
+    /// The exchange ended: its metrics, its spans and its access line.
+    mutating func finish(status: Int, outcome: String, now: NIODeadline, context: inout LoopContext) {
+        (routeMetrics ?? context.shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start, now: now)
+        if var spans = spans.take() {
+            let (lastTry, call) = spans.finish(route: routeMetrics == nil ? nil : log.route, status: status, outcome: outcome, tries: log.tries,
+                                               now: now)
+            context.send(lastTry)
+            context.send(call)
+        }
+        guard let accessLog = context.shared.accessLog, let buffer = context.logBuffer else { return }
+        // The line takes the entry over: a copy would retain each of its strings.
+        var entry = AccessLog.Entry(start: log.start)
+        swap(&entry, &log)
+        accessLog.record(entry, status: status, outcome: outcome, into: buffer, now: now)
+    }
+
+    /// A try's outcome and what the retry policy made of it: the try's log line and metrics.
+    func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action, decidedBy: String?, tries: Int, context: ListenerContext) {
+        TryLog.record(outcome, action, decidedBy: decidedBy, try: tries, route: log.route, requestID: log.requestID,
+                      metrics: routeMetrics ?? context.metrics.unrouted, logger: context.accessLog == nil ? nil : context.logger)
+    }
+}

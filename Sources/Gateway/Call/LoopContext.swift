@@ -1,0 +1,67 @@
+import NIOCore
+
+/// The listener's context as one event loop uses it: that loop's upstream
+/// pool and its access-log and span buffers, each found on first use (a
+/// lookup hashes into a dictionary) and kept while the context is current.
+struct LoopContext {
+    private(set) var shared: ListenerContext
+    let eventLoop: any EventLoop
+    private var loopPool: UpstreamPool?
+    private var loopLogBuffer: AccessLog.Buffer?
+    private var loopSpanBuffer: SpanExporter.Buffer?
+
+    init(_ shared: ListenerContext, eventLoop: any EventLoop) {
+        self.shared = shared
+        self.eventLoop = eventLoop
+    }
+
+    /// The slot's context as of a new request head: a reload may have
+    /// swapped it, and the loop's handles go with the old one.
+    mutating func update(_ context: ListenerContext) {
+        guard context !== shared else { return }
+        self = LoopContext(context, eventLoop: eventLoop)
+    }
+
+    var pool: UpstreamPool {
+        mutating get {
+            if let loopPool { return loopPool }
+            let pool = shared.pools.pool(for: eventLoop)
+            loopPool = pool
+            return pool
+        }
+    }
+
+    var logBuffer: AccessLog.Buffer? {
+        mutating get {
+            guard let accessLog = shared.accessLog else { return nil }
+            if let loopLogBuffer { return loopLogBuffer }
+            let buffer = accessLog.buffer(for: eventLoop)
+            loopLogBuffer = buffer
+            return buffer
+        }
+    }
+
+    /// Where this loop's spans go (nil: spans are not exported).
+    var spanSink: SpanSink? {
+        mutating get {
+            guard let exporter = shared.spans else { return nil }
+            if let loopSpanBuffer { return SpanSink(exporter: exporter, buffer: loopSpanBuffer) }
+            let buffer = exporter.buffer(for: eventLoop)
+            loopSpanBuffer = buffer
+            return SpanSink(exporter: exporter, buffer: buffer)
+        }
+    }
+
+    /// A span that ended, to the exporter.
+    mutating func send(_ span: Span?) {
+        if let span, let sink = spanSink { sink.send(span) }
+    }
+}
+
+/// One event loop's way to the span exporter.
+struct SpanSink: Sendable {
+    let exporter: SpanExporter
+    let buffer: SpanExporter.Buffer
+
+    func send(_ span: Span) { exporter.record(span, into: buffer) }
+}
