@@ -12,13 +12,13 @@ extension ProxyHandler {
         }
         let info = FilterCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: call.requestID,
                                   clientAddress: client.peerAddress, localAuthority: client.localAuthority, scheme: shared.scheme,
-                                  proto: record.log.proto == "HTTP/1.0" || record.log.proto == "HTTP/1.1" ? record.log.proto : "HTTP/2",
+                                  proto: front.record.log.proto == "HTTP/1.0" || front.record.log.proto == "HTTP/1.1" ? front.record.log.proto : "HTTP/2",
                                   startNanos: FilterVM.wallClockNanos())
         let exchange = FilterExchange(request: call.request, scheme: shared.scheme, info: info)
         let requestID = call.requestID
         let filters = FilterRun(filters: route.filters, exchange: exchange, vm: host.vm) { [self] failure, failedOpen in
             host.failed(failure, failedOpen: failedOpen, route: route.config.name, requestID: requestID)
-            record.log.reason = failedOpen ? "\(failure) (fail_open)" : failure.description
+            front.record.log.reason = failedOpen ? "\(failure) (fail_open)" : failure.description
         }
         call.filters = filters
         filters.request { [self] outcome in
@@ -29,16 +29,11 @@ extension ProxyHandler {
                 exchange.apply(to: &call.request, streams: call.streams)
                 runModifiers(token)
             case .answer(let local):
-                endCall()
-                endStreaming()
-                record.log.reason = "filter \(local.filter) answered: \(local.details)"
-                write(OwnAnswer(local, requestID: call.requestID, to: call.requestHead, close: call.streams))
+                front.record.log.reason = "filter \(local.filter) answered: \(local.details)"
+                answer(OwnAnswer(local, requestID: call.requestID, to: call.requestHead, close: call.streams))
             case .closed(let filter):
-                endCall()
-                endStreaming()
-                record.log.reason = "filter \(filter) closed the stream"
-                writeRecord(status: 0, outcome: "filter-closed")
-                client.close()
+                front.record.log.reason = "filter \(filter) closed the stream"
+                cutShort("filter-closed")
             case .failed(let failure):
                 failFilters(failure, call)
             }
@@ -46,18 +41,15 @@ extension ProxyHandler {
     }
 
     private func failFilters(_ failure: FilterFailure, _ call: Call) {
-        endCall()
-        endStreaming()
-        record.log.reason = failure.description
-        respond(.filterFailed(failure.filter, route: call.route.config.name), to: call.requestHead, requestID: call.requestID,
-                close: call.streams)
+        front.record.log.reason = failure.description
+        fail(.filterFailed(failure.filter, route: call.route.config.name), call, close: call.streams)
     }
 
     /// The answer through the route's filters (see `FilterRun.response`):
     /// the answer that replaces it, when a filter made one, logged with why.
     func filterResponse(_ head: inout ResponseHead, body: inout [UInt8]?, _ call: Call) -> OwnAnswer? {
-        guard let (answer, reason) = call.filters?.response(&head, body: &body, for: call, traceID: record.log.traceHex) else { return nil }
-        record.log.reason = reason
+        guard let (answer, reason) = call.filters?.response(&head, body: &body, for: call, traceID: front.record.log.traceHex) else { return nil }
+        front.record.log.reason = reason
         return answer
     }
 }

@@ -13,12 +13,12 @@ extension ProxyHandler {
         guard let call else { return false }
         if responseComplete { call.connection = nil }
         let budget = call.route.retryBudget
-        guard let (decided, verdict) = machine.judge(outcome, now: loopNow, random: &random, connectionHeld: call.connection != nil,
+        guard let (decided, verdict) = machine.judge(outcome, now: loopNow, random: &front.random, connectionHeld: call.connection != nil,
                                                      retryAllowed: { budget?.takeRetry() ?? true })
         else { return false }
         logTry(outcome, decided)
         switch verdict {
-        case .retry, .refresh: context.send(record.spans?.tryEnded(now: now))
+        case .retry, .refresh: front.context.send(front.record.spans?.tryEnded(now: now))
         case .forward, .fail, .drain: break
         }
         if case .response(let status, _, _) = outcome { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
@@ -29,17 +29,15 @@ extension ProxyHandler {
             return refreshThenRetry(spec, call: call)
         case .fail(let validator):
             call.connection?.abandon()
-            endCall()
-            record.log.reason = "\(validator) refused the response"
-            respond(.validatorFailed(upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name),
-                   to: call.requestHead, requestID: call.requestID)
+            front.record.log.reason = "\(validator) refused the response"
+            fail(.validatorFailed(upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name), call)
             return true
         case .drain:
             // Read to its end, so its connection goes back to the pool instead of being closed and re-opened.
-            record.log.upstreamStatus = nil
+            front.record.log.upstreamStatus = nil
             return true
         case .retry(let next):
-            record.log.upstreamStatus = nil
+            front.record.log.upstreamStatus = nil
             call.connection?.abandon()
             call.connection = nil
             run(next)
@@ -54,10 +52,10 @@ extension ProxyHandler {
         guard let index = call.route.refreshers.firstIndex(where: { $0.spec == spec }) else { return false }
         let refresher = call.route.refreshers[index]
         let timeout = call.route.config.retry?.perTryTimeout ?? call.route.config.timeout ?? Self.defaultTimeout
-        let start = refresher.refresh(after: call.credentials[index], through: pool, timeout: timeout,
+        let start = refresher.refresh(after: call.credentials[index], through: front.context.pool, timeout: timeout,
                                       maxBodyBytes: shared.config.limits.maxRefreshBodyBytes, metrics: call.route.metrics,
-                                      traced: record.spans?.refresh(method: spec.method, upstream: refresher.upstream, random: &random),
-                                      sink: context.spanSink)
+                                      traced: front.record.spans?.refresh(method: spec.method, upstream: refresher.upstream, random: &front.random),
+                                      sink: front.context.spanSink)
         let route = call.route
         route.metrics.refresh(start)
         if case .throttled = start {
@@ -66,7 +64,7 @@ extension ProxyHandler {
         }
         call.connection?.abandon()
         call.connection = nil
-        record.log.upstreamStatus = nil
+        front.record.log.upstreamStatus = nil
         switch start {
         case .ready, .throttled:
             run(machine.retry(after: .zero))
@@ -77,9 +75,7 @@ extension ProxyHandler {
                 switch result {
                 case .success: run(machine.credentialReady(token))
                 case .failure(let error):
-                    endCall()
-                    respond(.refreshFailed(upstream: refresher.upstream.name, error: error, route: route.config.name),
-                           to: call.requestHead, requestID: call.requestID)
+                    fail(.refreshFailed(upstream: refresher.upstream.name, error: error, route: route.config.name), call)
                 }
             }
         }
@@ -87,6 +83,6 @@ extension ProxyHandler {
     }
 
     func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action) {
-        record.logTry(outcome, action, decidedBy: machine.retry?.decidedBy, tries: machine.tries, context: shared)
+        front.record.logTry(outcome, action, decidedBy: machine.retry?.decidedBy, tries: machine.tries, context: shared)
     }
 }

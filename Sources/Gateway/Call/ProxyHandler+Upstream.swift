@@ -19,7 +19,7 @@ extension ProxyHandler {
         }
         guard writeHead(head, prepared: filtersBody) else { return }
         if !body.isEmpty {
-            record.log.bytes += body.count
+            front.record.log.bytes += body.count
             client.write(.body(client.allocator.buffer(bytes: body)))
         }
     }
@@ -29,7 +29,7 @@ extension ProxyHandler {
     }
 
     func upstreamWritabilityChanged(_ writable: Bool) {
-        if writable, machine.bodyConnected { setClientReading(true) }
+        if writable, machine.bodyConnected { client.setReading(true) }
     }
 
     /// A try starts on an endpoint the upstream's balance picks (another
@@ -46,16 +46,16 @@ extension ProxyHandler {
         if let limit = route.upstream.maxRequests, state.inFlight.load(ordering: .relaxed) >= limit {
             return overloaded(call, limit: "max_requests (\(limit) in flight)")
         }
-        let endpoint = state.pick(exclude: call.endpoint?.index, random: random.next())
+        let endpoint = state.pick(exclude: call.endpoint?.index, random: front.random.next())
         call.endpoint = endpoint
-        if record.spans != nil {
-            let (traceparent, ended) = record.spans!.tryStarted(method: call.request.method, upstream: route.upstream.name, endpoint: endpoint.url,
-                                                         now: now, random: &random)
-            context.send(ended)
+        if front.record.spans != nil {
+            let (traceparent, ended) = front.record.spans!.tryStarted(method: call.request.method, upstream: route.upstream.name, endpoint: endpoint.url,
+                                                         now: now, random: &front.random)
+            front.context.send(ended)
             call.request.headers.set("traceparent", traceparent)
         }
         // An idle pooled connection is used at once: no waiter closure to allocate.
-        if let connection = pool.takeIdle(endpoint, now: now) {
+        if let connection = front.context.pool.takeIdle(endpoint, now: now) {
             if !connectionReady(connection, token) { connection.giveBack() }
             return
         }
@@ -63,7 +63,7 @@ extension ProxyHandler {
             return overloaded(call, limit: "max_pending (\(limit) waiting for a connection)")
         }
         call.enterPending(state)
-        let acquisition = pool.acquire(route.upstream, endpoint: endpoint) { [self, call] result in
+        let acquisition = front.context.pool.acquire(route.upstream, endpoint: endpoint) { [self, call] result in
             call.leavePending()
             switch result {
             case .success(let connection):
@@ -72,7 +72,7 @@ extension ProxyHandler {
                 // A connect that failed was a try too.
                 guard machine.connectFailed(token) else { return false }
                 self.call?.waiter = nil
-                record.log.tries = machine.tries
+                front.record.log.tries = machine.tries
                 upstreamFailed(error as? UpstreamError ?? .connectFailure("\(error)"), progress: .unsent)
                 return true
             }
@@ -88,10 +88,8 @@ extension ProxyHandler {
 
     /// A circuit breaker is open: 503 with Retry-After, the upstream untouched.
     func overloaded(_ call: Call, limit: String) {
-        endCall()
-        endStreaming()
-        respond(.overloaded(upstream: call.route.upstream.name, limit: limit, route: call.route.config.name), to: call.requestHead,
-                requestID: call.requestID, extraHeaders: ["Retry-After": "1"], close: call.streams)
+        fail(.overloaded(upstream: call.route.upstream.name, limit: limit, route: call.route.config.name), call, extraHeaders: ["Retry-After": "1"],
+             close: call.streams)
     }
 
     /// The current try's outcome, told once to its endpoint's outlier
@@ -109,12 +107,12 @@ extension ProxyHandler {
         call.connection = connection
         call.endpoint = connection.endpoint
         call.route.metrics.tries?.increment()
-        record.log.tries = machine.tries
-        record.log.sentAt = now
-        record.log.upstreamAddress = connection.peerAddress
-        record.spans?.tryConnected(to: connection.peerAddress)
-        record.log.upstreamStatus = nil
-        record.log.firstByte = nil
+        front.record.log.tries = machine.tries
+        front.record.log.sentAt = now
+        front.record.log.upstreamAddress = connection.peerAddress
+        front.record.spans?.tryConnected(to: connection.peerAddress)
+        front.record.log.upstreamStatus = nil
+        front.record.log.firstByte = nil
         call.perTryTimer?.cancel()
         if let perTryTimeout {
             call.perTryTimer = client.eventLoop.assumeIsolated().scheduleTask(in: perTryTimeout.timeAmount) { [self] in
@@ -132,7 +130,7 @@ extension ProxyHandler {
         if streamed.end {
             connection.sendEnd()
         } else if connection.isWritable {
-            setClientReading(true)
+            client.setReading(true)
         }
         return true
     }
@@ -145,16 +143,16 @@ extension ProxyHandler {
             connection.close()
             return client.close()
         }
-        record.log.upstreamStatus = 101
-        if let sentAt = record.log.sentAt { record.log.firstByte = now - sentAt }
+        front.record.log.upstreamStatus = 101
+        if let sentAt = front.record.log.sentAt { front.record.log.firstByte = now - sentAt }
         client.write(.head(head.switchedForClient(asked: call.request.headers["Upgrade"], requestID: call.requestID,
                                                   rules: call.route.config.responseHeaders)))
         client.flush()
         let tunnel = Tunnel(client: clientEnd, upstream: upstreamEnd,
                             idleTimeout: shared.config.limits.idleTimeout.timeAmount, on: client.eventLoop) { [self] tunnel in
-            record.log.bytes = tunnel.bytesFromUpstream
-            record.log.requestBytes = tunnel.bytesFromClient
-            writeRecord(status: 101, outcome: "tunnel-closed")
+            front.record.log.bytes = tunnel.bytesFromUpstream
+            front.record.log.requestBytes = tunnel.bytesFromClient
+            front.writeRecord(status: 101, outcome: "tunnel-closed")
         }
         guard connection.startTunnel(tunnel), client.startTunnel(tunnel) else { return tunnel.close() }
     }
@@ -162,9 +160,9 @@ extension ProxyHandler {
     func upstreamHead(_ upstreamHead: consuming ResponseHead) {
         // Logged whatever the validators make of it.
         let status = Int(upstreamHead.status.code)
-        record.log.upstreamStatus = status
-        record.spans?.tryAnswered(status: status)
-        if let sentAt = record.log.sentAt { record.log.firstByte = now - sentAt }
+        front.record.log.upstreamStatus = status
+        front.record.spans?.tryAnswered(status: status)
+        if let sentAt = front.record.log.sentAt { front.record.log.firstByte = now - sentAt }
         // The call read once: each `call?.` retains and releases it.
         guard let call else { return }
         switch machine.responseHead(upstreamHead, holdsBody: call.route.readsResponseBodies || shared.validatorsReadBodies) {
@@ -202,31 +200,26 @@ extension ProxyHandler {
     }
 
     private func prepare(_ head: inout ResponseHead, _ call: Call) {
-        head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || exchange.quiescing)
+        head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || front.exchange.quiescing)
     }
 
     /// A filter answered instead of the upstream: its connection, which may
     /// still carry the rest of the upstream's answer, is dropped.
     private func replaceResponse(with answer: OwnAnswer, _ call: Call) {
         call.connection?.abandon()
-        endCall()
-        endStreaming()
-        write(answer)
+        self.answer(answer)
     }
 
     /// The built-in echo answers a call that went through the route's
     /// filters: the request as they left it, one try.
     private func answerEcho(_ call: Call) {
-        call.route.metrics.tries?.increment()
-        record.log.tries = 1
-        record.log.upstreamStatus = 200
         var answer = OwnAnswer(echoing: call.request, requestID: call.requestID, rules: call.route.config.responseHeaders,
-                               to: call.requestHead, close: exchange.quiescing)
+                               to: call.requestHead, close: front.exchange.quiescing)
         var body: [UInt8]? = answer.body
         let replaced = call.filters == nil ? nil : filterResponse(&answer.head, body: &body, call)
         answer.body = body ?? answer.body
         endCall()
-        write(replaced ?? answer)
+        front.answerEcho(replaced ?? answer, route: call.route)
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {
@@ -237,7 +230,7 @@ extension ProxyHandler {
             }
             return
         }
-        record.log.bytes += buffer.readableBytes
+        front.record.log.bytes += buffer.readableBytes
         // Flushed once per upstream read batch (upstreamReadComplete), not per part.
         client.write(.body(buffer))
         if !client.isWritable { call.connection?.setReading(false) }
@@ -259,14 +252,14 @@ extension ProxyHandler {
         }
         guard let call = endCall() else { return }
         endStreaming()
-        writeRecord(status: record.log.upstreamStatus ?? 0, outcome: "ok")
-        finishExchange(keepAlive: call.keepAlive)
+        front.writeRecord(status: front.record.log.upstreamStatus ?? 0, outcome: "ok")
+        front.finishExchange(keepAlive: call.keepAlive)
     }
 
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) {
         guard let call else { return }
-        record.log.reason = error.description
-        context.send(record.spans?.tryFailed(error.name, now: now))
+        front.record.log.reason = error.description
+        front.context.send(front.record.spans?.tryFailed(error.name, now: now))
         call.connection = nil
         // A drained refusal was judged already: this is a no-op for it.
         judgeTry(OutlierConfig.Failure(error.kind))
@@ -279,17 +272,10 @@ extension ProxyHandler {
         case .judge:
             if decide(.failure(error), upstreamStatus: nil) { return }
         case .cutShort:
-            endCall()
-            endStreaming()
-            // The response is cut short: never pretend it ended.
-            writeRecord(status: record.log.upstreamStatus ?? 0, outcome: "cut-short-\(error.name)")
-            return client.close()
+            return cutShort("cut-short-\(error.name)")
         case .fail:
             break
         }
-        endCall()
-        endStreaming()
-        respond(.upstreamFailed(error, upstream: call.route.upstream.name, route: call.route.config.name),
-               to: call.requestHead, requestID: call.requestID)
+        fail(.upstreamFailed(error, upstream: call.route.upstream.name, route: call.route.config.name), call)
     }
 }

@@ -2,173 +2,128 @@ import NIOCore
 import NIOHTTP1
 import Rewriter
 
-/// One downstream call at a time — on an HTTP/1.1 connection (fed by its
-/// HTTP1ConnectionHandler, which holds pipelined requests back until the
-/// answer before them ends) or one HTTP/2 stream (fed by the connection's
-/// HTTP2ServerHandler). No pipeline of its own: it speaks to its client
-/// through `ClientSide`, whatever the protocol. A route
-/// that rewrites buffers the request body (up to `limits.max_body_bytes`);
-/// a pass-through route streams it upstream as it arrives, reading from the
-/// client only as fast as the upstream takes it. Answers stream back part
-/// by part on a pooled upstream connection of this event loop.
+/// The runner of one downstream call at a time — on an HTTP/1.1 connection
+/// (fed by its HTTP1ConnectionHandler, which holds pipelined requests back
+/// until the answer before them ends) or one HTTP/2 stream (fed by the
+/// connection's HTTP2ServerHandler). Its client side (`ClientExchange`)
+/// reads and admits each request; it performs what the call's state
+/// machine decides: filters and modifiers, a pooled upstream connection of
+/// this event loop per try, the answer streamed back part by part, timers,
+/// retries, credential refresh, tunnels.
 final class ProxyHandler: UpstreamResponseDelegate {
     typealias CallMachine = CallStateMachine<LoopInstant>
 
-    let slot: ListenerSlot
-    /// The listener's context as of this call's request head (a reload
-    /// swaps the slot's; a call in flight keeps its own), as this loop uses it.
-    var context: LoopContext
-    var shared: ListenerContext { context.shared }
-    /// Where answers go.
-    let client: any ClientSide
-
-    /// The request being read.
-    var head: RequestHead?
-    /// Its headers in our form, converted once.
-    var requestHeaders = HeaderList()
-    var admitted: CallAdmission.Admitted?
-    var body: [UInt8] = []
-
+    let front: ClientExchange
     /// The call in flight: what it carries. Its lifecycle is `machine`'s.
     var call: Call?
     var machine = CallMachine()
-    /// Where the connection or stream is between requests and responses.
-    var exchange = ExchangeStateMachine<LoopInstant>()
-    /// Request ids come from this: no syscall per call or per HTTP/2 stream.
-    var random: SplitMix64
-    /// What the exchange leaves behind: access line, spans, route metrics.
-    var record = CallRecord()
-    /// The instant of the event being handled (`atEvent`): the machines,
-    /// timers, log line and metrics one event touches share one clock read,
-    /// as nginx reads its clock once per turn of its event loop.
-    private var eventInstant: NIODeadline?
 
     init(slot: ListenerSlot, client: any ClientSide) {
-        self.slot = slot
-        context = LoopContext(slot.context, eventLoop: client.eventLoop)
-        self.client = client
-        random = SplitMix64(seed: Self.processSeed ^ NIODeadline.now().uptimeNanoseconds)
-        random = SplitMix64(seed: random.next() ^ UInt64(UInt(bitPattern: ObjectIdentifier(self).hashValue)))
+        let seed = Self.processSeed ^ NIODeadline.now().uptimeNanoseconds ^ UInt64(UInt(bitPattern: ObjectIdentifier(client).hashValue))
+        front = ClientExchange(slot: slot, client: client, seed: seed)
     }
 
     static let processSeed = UInt64.random(in: .min ... .max)
+    static let defaultTimeout = Duration.seconds(60)
 
-    /// The connection or stream is gone: the call in flight is abandoned,
-    /// and logged as the client's doing (499, as nginx logs it).
-    func detach() {
-        abandonCall()
-        machine.bodyGone()
-        head = nil
-        // Logged unless its line was written (a response cut short closes the connection too).
-        writeRecord(status: 499, outcome: "client-gone")
-        exchange.clientGone()
-    }
-
-    /// The connection is up: a request head must come within header_timeout.
-    func started() { wake(at: exchange.connectionStarted(now: loopNow, headerTimeout: shared.config.limits.headerTimeout)) }
-
-    var pool: UpstreamPool { context.pool }
-
-    /// Now: the event's instant inside `atEvent`, else the event loop's
-    /// clock (an embedded loop's is advanced by hand in tests).
-    var now: NIODeadline { eventInstant ?? client.eventLoop.now }
-    /// The same, as the state machines' instant.
-    var loopNow: LoopInstant { LoopInstant(deadline: now) }
+    var client: any ClientSide { front.client }
+    var shared: ListenerContext { front.shared }
+    var now: NIODeadline { front.now }
+    var loopNow: LoopInstant { front.loopNow }
 
     /// Runs `body` as one event: one clock read for all of it (an event
     /// inside another keeps the outer one's instant).
     func atEvent<R>(_ body: () -> R) -> R {
-        guard eventInstant == nil else { return body() }
-        eventInstant = client.eventLoop.now
-        defer { eventInstant = nil }
+        guard front.eventInstant == nil else { return body() }
+        front.eventInstant = client.eventLoop.now
+        defer { front.eventInstant = nil }
         return body()
     }
 
-    func process(_ part: RequestPart) { atEvent { handle(part) } }
+    // MARK: Events from the client's connection or stream
 
-    private func handle(_ part: RequestPart) {
-        switch part {
-        case .head(let head):
-            begin(head)
-            received(head)
-        case .body(let buffer):
-            if machine.streamed != nil {
-                streamBody(buffer)
-            } else if head != nil {
-                // The head is not bound here: binding it would copy it for every part.
-                wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
-                if body.count + buffer.readableBytes > shared.config.limits.maxBodyBytes, let head = head.take() {
-                    // Refused as soon as it is too large (a chunked body): the rest is not read.
-                    let route = admitted?.match.route.config.name
-                    admitted = nil
-                    body = []
-                    return respond(.bodyTooLarge(limit: shared.config.limits.maxBodyBytes, route: route), to: head, close: true)
-                }
-                body.append(contentsOf: buffer.readableBytesView)
-            }
-        case .end:
-            exchange.requestEnded()
-            if machine.streamed != nil {
-                streamEnd()
-            } else if let head = head.take() {
-                handleBuffered(consume head)
+    func started() { front.started() }
+
+    func process(_ part: RequestPart) {
+        atEvent {
+            switch part {
+            case .head(let head):
+                if let start = front.headArrived(head) { startCall(start) }
+            case .body(let buffer):
+                if machine.streamed != nil { perform(machine.bodyPart(buffer)) } else { front.bodyArrived(buffer) }
+            case .end:
+                if let start = front.requestEnded() { startCall(start) }
+                perform(machine.bodyEnded())
             }
         }
     }
 
-    private func begin(_ head: RequestHead) {
-        exchange.requestHead()
-        context.update(slot.context)
-        record = CallRecord(head, start: now, client: client.peerAddress, proto: protocolName(head.version),
-                            readsUserAgent: shared.accessLog != nil)
+    func refuse(_ head: RequestHead, _ problem: Problem) { front.refuse(head, problem) }
+
+    /// A malformed request (bad framing, smuggling attempt): the call is
+    /// abandoned and the connection closes (cut, when the response has begun).
+    func malformed(_ problem: Problem) {
+        if machine.responseForwarded { return client.close() }
+        abandonCall()
+        machine.bodyGone()
+        front.malformed(problem)
     }
 
-    /// A request refused before it was read whole (an HTTP/2 header block
-    /// past the limit): answered and logged as any other.
-    func refuse(_ head: RequestHead, _ problem: Problem) {
-        begin(head)
-        respond(problem, to: head, close: true)
+    /// The connection or stream is gone: the call in flight is abandoned.
+    func detach() {
+        abandonCall()
+        machine.bodyGone()
+        front.detach()
     }
 
-    func received(_ head: consuming RequestHead) {
-        let framing = client.requestFraming
-        let (traceID, hop, decision) = CallAdmission.admit(
-            &head, client: .init(address: client.peerAddress, localAuthority: client.localAuthority, canTunnel: client.canTunnel, framing: framing),
-            config: shared.config, router: shared.router, random: &random, now: Double(now.uptimeNanoseconds) / 1e9)
-        record.log.traceID = traceID
-        if let hop, shared.spans != nil, hop.context.flags.contains(.sampled) {
-            record.spans = CallSpans(hop: hop, method: record.log.method, target: record.log.target, client: record.log.client, protocolVersion: head.version.major == 2 ? "2" : "1.1",
-                              start: record.log.start)
-        }
-        let admitted: CallAdmission.Admitted
-        switch decision {
-        case .answered(let problem, let extraHeaders, let close, let route):
-            if let route { record.onRoute(route) }
-            return respond(problem, to: head, extraHeaders: extraHeaders, close: close)
-        case .admitted(let decided):
-            admitted = decided
-        }
-        record.onRoute(admitted.match.route)
-        if admitted.answersContinue {
-            client.write(.head(ResponseHead(version: head.version, status: .continue, headers: [:])))
-            client.flush()
-        }
-        if admitted.streams {
-            startStreaming(head, admitted, framing: framing)
-        } else {
-            self.head = head
-            self.admitted = admitted
-            requestHeaders = head.headers
-            body.removeAll(keepingCapacity: true)
-            wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
-        }
+    /// The timer woke: the call's deadline first, then the client-side wait.
+    func deadlinePassed() {
+        run(machine.deadlinePassed(now: loopNow))
+        front.timerFired()
     }
 
-    func clientInfo(_ headers: HeaderList) -> ClientInfo {
-        let client = ClientInfo(address: self.client.peerAddress, scheme: shared.scheme,
-                                requestID: ClientInfo.requestID(from: headers, random: &random))
-        record.log.requestID = client.requestID
-        return client
+    var lingerTime: TimeAmount { front.lingerTime }
+
+    func quiesce() -> Bool { front.quiesce() }
+
+    func clientBecameWritable() { call?.connection?.setReading(true) }
+
+    // MARK: The call
+
+    /// Starts the call's first try (through the filters and modifiers, when there are any).
+    func startCall(_ start: ClientExchange.Start) {
+        let call = start.call
+        self.call = call
+        front.exchange.callStarted()
+        let action = machine.start(now: loopNow, timeout: call.route.config.timeout ?? Self.defaultTimeout,
+                                   runsModifiers: !shared.modifiers.isEmpty || !call.route.filters.isEmpty,
+                                   perTryTimeout: call.route.config.retry?.perTryTimeout, retry: start.retry, streams: call.streams)
+        if let deadline = machine.deadline { front.wake(at: deadline) }
+        run(action)
+    }
+
+    /// Performs what the call's state machine decided.
+    func run(_ action: CallMachine.Action) {
+        switch action {
+        case .ignore:
+            return
+        case .wake(let deadline):
+            front.wake(at: deadline)
+        case .timeOutCall(let forwarded):
+            callTimedOut(forwarded: forwarded)
+        case .runModifiers(let token):
+            runModifiers(token)
+        case .acquireConnection(let token):
+            acquire(token)
+        case .timeOutTry:
+            call?.connection?.abandon()
+            call?.connection = nil
+            upstreamFailed(.timeout("no response within per_try_timeout"), progress: .sent)
+        case .wait(let token, let delay):
+            call?.backoff = client.eventLoop.assumeIsolated().scheduleTask(in: delay.timeAmount) { [self] in
+                run(machine.backoffElapsed(token))
+            }
+        }
     }
 
     /// The route's filters run first, on this event loop; then the
@@ -189,47 +144,41 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 call.request = modified
                 run(machine.modifiersFinished(token))
             case .failure(let error):
-                endCall()
-                endStreaming()
-                respond(error as? Problem ?? .modifierFailed("\(error)", route: call.route.config.name), to: call.requestHead,
-                        requestID: call.requestID, close: machine.streamed != nil)
+                fail(error as? Problem ?? .modifierFailed("\(error)", route: call.route.config.name), call, close: call.streams)
             }
         }
     }
 
-    /// Performs what the call's state machine decided.
-    func run(_ action: CallMachine.Action) {
-        switch action {
-        case .ignore:
-            return
-        case .wake(let deadline):
-            wake(at: deadline)
-        case .timeOutCall(let forwarded):
-            callTimedOut(forwarded: forwarded)
-        case .runModifiers(let token):
-            runModifiers(token)
-        case .acquireConnection(let token):
-            acquire(token)
-        case .timeOutTry:
-            call?.connection?.abandon()
-            call?.connection = nil
-            upstreamFailed(.timeout("no response within per_try_timeout"), progress: .sent)
-        case .wait(let token, let delay):
-            call?.backoff = client.eventLoop.assumeIsolated().scheduleTask(in: delay.timeAmount) { [self] in
-                run(machine.backoffElapsed(token))
-            }
-        }
+    /// The route's `timeout` passed with the call in flight: 504, or the
+    /// response cut short when it has begun.
+    func callTimedOut(forwarded: Bool) {
+        guard client.isActive, let call else { return }
+        call.connection?.abandon()
+        if forwarded { return cutShort("cut-short-deadline") }
+        fail(.deadline(upstream: call.route.upstream.name, route: call.route.config.name), call)
     }
 
-    /// Starts the call's first try (through the modifiers, when there are any).
-    func startCall(_ call: Call, retry: RetryState<LoopInstant>?) {
-        self.call = call
-        exchange.callStarted()
-        let action = machine.start(now: loopNow, timeout: call.route.config.timeout ?? Self.defaultTimeout,
-                                   runsModifiers: !shared.modifiers.isEmpty || !call.route.filters.isEmpty, perTryTimeout: call.route.config.retry?.perTryTimeout,
-                                   retry: retry, streams: call.streams)
-        if let deadline = machine.deadline { wake(at: deadline) }
-        run(action)
+    /// The call ends with the gateway's own answer.
+    func fail(_ problem: Problem, _ call: Call, extraHeaders: HeaderList = [:], close: Bool = false) {
+        endCall()
+        endStreaming()
+        front.respond(problem, to: call.requestHead, requestID: call.requestID, extraHeaders: extraHeaders, close: close)
+    }
+
+    /// The call ends with an answer made here (a filter's, the echo's).
+    func answer(_ answer: OwnAnswer) {
+        endCall()
+        endStreaming()
+        front.write(answer)
+    }
+
+    /// The call ends with its client's connection (HTTP/1.1) or stream
+    /// (HTTP/2) cut: a response that has begun is never made to look whole.
+    func cutShort(_ outcome: String) {
+        endCall()
+        endStreaming()
+        front.writeRecord(status: front.record.log.upstreamStatus ?? 0, outcome: outcome)
+        client.close()
     }
 
     /// The call is over: no deadline, no timer, no place in a pool's queue;
@@ -242,96 +191,12 @@ final class ProxyHandler: UpstreamResponseDelegate {
         call.perTryTimer?.cancel()
         call.backoff?.cancel()
         call.filters?.end()
-        if let waiter = call.waiter, let endpoint = call.endpoint { pool.cancel(waiter, endpoint: endpoint) }
+        if let waiter = call.waiter, let endpoint = call.endpoint { front.context.pool.cancel(waiter, endpoint: endpoint) }
         call.leavePending()
         return call
-    }
-
-    func handleBuffered(_ head: consuming RequestHead) {
-        guard let admitted else { return }
-        self.admitted = nil
-        // Taken, not copied: editing a list still shared would copy it. The
-        // head keeps its fields only when a Connection field is among them
-        // (whether the client keeps the connection is read from it later).
-        var headers = HeaderList()
-        swap(&headers, &requestHeaders)
-        if !head.headers.contains("Connection") { head.headers = HeaderList() }
-        // The upstream's config is read in place (a local copy retains all of it).
-        let route = admitted.match.route
-        let client = clientInfo(headers)
-        var request: UpstreamRequest
-        do {
-            request = try CallAdmission.upstreamRequest(admitted, method: head.method.rawValue, target: head.uri, headers: consume headers,
-                                                        body: body, client: client)
-        } catch {
-            return respond(error, to: head, requestID: client.requestID)
-        }
-        if route.isEcho, route.filters.isEmpty {
-            // The built-in upstream answers in process: still one try of it.
-            route.metrics.tries?.increment()
-            record.log.tries = 1
-            record.log.upstreamStatus = 200
-            return write(OwnAnswer(echoing: request, requestID: client.requestID, rules: route.config.responseHeaders, to: head,
-                                   close: exchange.quiescing))
-        }
-        // Validators do not judge a tunnel.
-        let retry = admitted.upgrade == nil ? RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: true) : nil
-        // Moved into the call: a copy would retain each of its strings and arrays.
-        startCall(Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: false),
-                  retry: retry)
-    }
-
-    func setClientReading(_ on: Bool) { client.setReading(on) }
-
-    /// As the access log names it.
-    func protocolName(_ version: HTTPVersion) -> String {
-        if version.major == 2 { return shared.scheme == "https" ? "h2" : "h2c" }
-        return version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1"
-    }
-
-    static let defaultTimeout = Duration.seconds(60)
-    /// How long a connection (HTTP/1.1) or stream (HTTP/2) whose answer ended
-    /// before its request did keeps reading, and dropping, what still comes:
-    /// idle_timeout, at most 5 seconds.
-    var lingerTime: TimeAmount { min(.seconds(5), shared.config.limits.idleTimeout.timeAmount) }
-
-    func clientBecameWritable() { call?.connection?.setReading(true) }
-
-    /// A malformed request (bad framing, smuggling attempt): nothing after it
-    /// on this connection can be trusted, so the connection closes, after
-    /// `problem` unless the response has begun.
-    func malformed(_ problem: Problem) {
-        if machine.responseForwarded { return client.close() }
-        abandonCall()
-        machine.bodyGone()
-        head = nil
-        switch exchange.malformed() {
-        case .close:
-            client.close()
-        case .answer(let forCurrentRequest):
-            if !forCurrentRequest {
-                // Only HTTP/1.1 connections read heads that can be malformed; who sent it is known.
-                record = CallRecord()
-                record.log = AccessLog.Entry(start: now, client: client.peerAddress, proto: "HTTP/1.1")
-            }
-            respond(problem, to: RequestHead(method: .GET, uri: "/", version: .http1_1, headers: [:]), close: true)
-        }
     }
 
     /// The client is gone: the upstream connection of a call in flight is
     /// in an unknown state, so it is closed.
     func abandonCall() { endCall()?.connection?.abandon() }
-
-    /// Ends the response; an HTTP/1.1 connection then reads its next request
-    /// (within idle_timeout).
-    func finishExchange(keepAlive: Bool) {
-        let idleTimeout = client.carriesOneExchange ? nil : shared.config.limits.idleTimeout
-        let (keepOpen, next) = exchange.responseEnded(keepAlive: keepAlive, now: loopNow, idleTimeout: idleTimeout)
-        if let next { wake(at: next) }
-        client.end(close: !keepOpen)
-    }
-
-    /// Graceful stop (drain): the response in flight is the last. Returns
-    /// whether the connection is idle, to be closed now.
-    func quiesce() -> Bool { exchange.quiesce() }
 }

@@ -2,16 +2,15 @@ import NIOCore
 import NIOHTTP1
 import Rewriter
 
-/// The connection's timer and the answers the gateway writes itself.
-extension ProxyHandler {
-    /// The connection's or stream's one timer wakes `deadlinePassed()` then (or earlier).
+/// The client-side waits, the answers the gateway writes itself, and the
+/// exchange's end.
+extension ClientExchange {
+    /// The connection's or stream's one timer wakes the runner then (or earlier).
     func wake(at instant: LoopInstant) { client.wake(at: instant.deadline) }
 
-    /// The timer woke: the call's deadline first, then the client-side wait.
-    func deadlinePassed() {
-        let now = loopNow
-        run(machine.deadlinePassed(now: now))
-        switch exchange.timerFired(now: now) {
+    /// The timer woke (the call's deadline is the runner's): the client-side wait.
+    func timerFired() {
+        switch exchange.timerFired(now: loopNow) {
         case nil:
             return
         case .notYet(let deadline):
@@ -21,29 +20,14 @@ extension ProxyHandler {
             client.close()
         case .bodyStalled:
             // A request body that stopped coming (nginx: client_body_timeout).
-            guard let head, client.isActive else { return client.close() }
-            self.head = nil
-            let route = admitted?.match.route.config.name
-            admitted = nil
-            respond(.bodyTimeout(shared.config.limits.idleTimeout, route: route), to: head, close: true)
-        }
-    }
-
-    /// The route's `timeout` passed with the call in flight.
-    func callTimedOut(forwarded: Bool) {
-        guard client.isActive, let call = endCall() else { return }
-        call.connection?.abandon()
-        endStreaming()
-        if forwarded {
-            writeRecord(status: record.log.upstreamStatus ?? 0, outcome: "cut-short-deadline")
-            client.close()
-        } else {
-            respond(.deadline(upstream: call.route.upstream.name, route: call.route.config.name), to: call.requestHead, requestID: call.requestID)
+            guard client.isActive else { return client.close() }
+            let idleTimeout = shared.config.limits.idleTimeout
+            refuseBuffered { .bodyTimeout(idleTimeout, route: $0) }
         }
     }
 
     func respond(_ problem: Problem, to head: RequestHead, requestID: String? = nil, extraHeaders: HeaderList = [:],
-                 close: Bool = false) {
+                          close: Bool = false) {
         record.log.route = problem.route ?? record.log.route
         // Every response the gateway makes carries a request id (the client's, or a new one), logged with it.
         let requestID = requestID ?? ClientInfo.requestID(from: head.headers, random: &random)
@@ -60,9 +44,26 @@ extension ProxyHandler {
         finishExchange(keepAlive: answer.keepAlive)
     }
 
+    /// The built-in echo's answer: one try of the route's upstream.
+    func answerEcho(_ answer: OwnAnswer, route: Route) {
+        route.metrics.tries?.increment()
+        record.log.tries = 1
+        record.log.upstreamStatus = 200
+        write(answer)
+    }
+
     /// The exchange is over: its access log line and metrics, once.
     func writeRecord(status: Int, outcome: String) {
         guard exchange.logOnce() else { return }
         record.finish(status: status, outcome: outcome, now: now, context: &context)
+    }
+
+    /// Ends the response; an HTTP/1.1 connection then reads its next request
+    /// (within idle_timeout).
+    func finishExchange(keepAlive: Bool) {
+        let idleTimeout = client.carriesOneExchange ? nil : shared.config.limits.idleTimeout
+        let (keepOpen, next) = exchange.responseEnded(keepAlive: keepAlive, now: loopNow, idleTimeout: idleTimeout)
+        if let next { wake(at: next) }
+        client.end(close: !keepOpen)
     }
 }
