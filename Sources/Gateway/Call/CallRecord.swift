@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import Rewriter
 
 /// What one exchange leaves behind, filled in as it goes: its access line,
 /// its spans (when it is sampled and spans are exported) and the metrics
@@ -23,6 +24,45 @@ struct CallRecord {
         log.route = route.config.name
         log.upstream = route.upstream.name
         routeMetrics = route.metrics
+    }
+
+    /// A try starts on `endpoint`: the `traceparent` that names its span
+    /// (nil: the call is not sampled); the try before it, if still open, ends.
+    mutating func tryStarted(method: String, upstream: String, endpoint: UpstreamURL?, now: NIODeadline, random: inout SplitMix64,
+                             context: inout LoopContext) -> String? {
+        guard spans != nil else { return nil }
+        let (traceparent, ended) = spans!.tryStarted(method: method, upstream: upstream, endpoint: endpoint, now: now, random: &random)
+        context.send(ended)
+        return traceparent
+    }
+
+    /// The call's `tries`th try went out on a connection to `peer`.
+    mutating func trySent(tries: Int, to peer: String, now: NIODeadline) {
+        log.tries = tries
+        log.sentAt = now
+        log.upstreamAddress = peer
+        log.upstreamStatus = nil
+        log.firstByte = nil
+        spans?.tryConnected(to: peer)
+    }
+
+    /// The try's response head came.
+    mutating func tryAnswered(status: Int, now: NIODeadline) {
+        log.upstreamStatus = status
+        spans?.tryAnswered(status: status)
+        if let sentAt = log.sentAt { log.firstByte = now - sentAt }
+    }
+
+    /// The try failed: why, in full, for the log (never for the client).
+    mutating func tryFailed(_ error: UpstreamError, now: NIODeadline, context: inout LoopContext) {
+        log.reason = error.description
+        context.send(spans?.tryFailed(error.name, now: now))
+    }
+
+    /// The try's answer is set aside (a retry follows): it is not the call's.
+    mutating func tryDropped(now: NIODeadline, context: inout LoopContext) {
+        log.upstreamStatus = nil
+        context.send(spans?.tryEnded(now: now))
     }
 
     /// The exchange ended: its metrics, its spans and its access line.

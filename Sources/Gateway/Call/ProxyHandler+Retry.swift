@@ -17,10 +17,7 @@ extension ProxyHandler {
                                                      retryAllowed: { budget?.takeRetry() ?? true })
         else { return false }
         logTry(outcome, decided)
-        switch verdict {
-        case .retry, .refresh: front.context.send(front.record.spans?.tryEnded(now: now))
-        case .forward, .fail, .drain: break
-        }
+        if case .refresh = verdict { front.context.send(front.record.spans?.tryEnded(now: now)) }
         if case .response(let status, _, _) = outcome { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
         switch verdict {
         case .forward:
@@ -37,7 +34,7 @@ extension ProxyHandler {
             front.record.log.upstreamStatus = nil
             return true
         case .retry(let next):
-            front.record.log.upstreamStatus = nil
+            front.record.tryDropped(now: now, context: &front.context)
             call.connection?.abandon()
             call.connection = nil
             run(next)
