@@ -2,7 +2,8 @@ import NIOCore
 import NIOHTTP1
 
 /// Where a call's answer goes: an HTTP/1.1 connection, or one HTTP/2 stream
-/// handled inline on its connection. ProxyHandler speaks only to this, so
+/// handled inline on its connection. The call (ClientExchange and its
+/// runner, ProxyHandler) speaks only to this, so
 /// nothing in the call's logic knows the protocol.
 protocol ClientSide: AnyObject {
     var eventLoop: EventLoop { get }
