@@ -3,8 +3,8 @@ import NIOHTTP1
 
 /// Where a call's answer goes: an HTTP/1.1 connection, or one HTTP/2 stream
 /// handled inline on its connection. The call (ClientExchange and its
-/// runner, ProxyHandler) speaks only to this, so
-/// nothing in the call's logic knows the protocol.
+/// runner, ProxyHandler) speaks only to this, so nothing in the call's
+/// logic knows the protocol.
 protocol ClientSide: AnyObject {
     var eventLoop: EventLoop { get }
     var allocator: ByteBufferAllocator { get }
