@@ -40,10 +40,12 @@ enum CallAdmission {
     /// `now`: seconds on the rate limiters' clock. Returns the trace id the
     /// call carries (logged whatever the decision), the gateway's hop in it
     /// (its spans' ids) and the decision.
-    static func admit(_ head: inout RequestHead, client: Client, config: GatewayConfig, router: Router, random: inout SplitMix64,
-                      now: Double) -> (traceID: TraceID?, hop: CallTrace.Hop?, decision: Decision) {
-        let (traceID, hop) = CallTrace.apply(&head.headers, config: config.tracing, random: &random)
-        return (traceID, hop, decide(&head, client: client, limits: config.limits, router: router, now: now))
+    /// It takes the config's parts, not the config: a config passed from
+    /// the listener's context is copied whole.
+    static func admit(_ head: inout RequestHead, client: Client, tracing: TracingConfig, limits: Limits, router: Router,
+                      random: inout SplitMix64, now: Double) -> (traceID: TraceID?, hop: CallTrace.Hop?, decision: Decision) {
+        let (traceID, hop) = CallTrace.apply(&head.headers, config: tracing, random: &random)
+        return (traceID, hop, decide(&head, client: client, limits: limits, router: router, now: now))
     }
 
     private static func decide(_ head: inout RequestHead, client: Client, limits: Limits, router: Router, now: Double) -> Decision {

@@ -11,12 +11,18 @@ struct CallRecord {
     /// Nil until a route matched: counted as unrouted.
     var routeMetrics: RouteMetrics?
 
-    init() {}
-
     /// A request head arrived from `client` over `proto` at `start`.
-    init(_ head: RequestHead, start: NIODeadline, client: String, proto: String, readsUserAgent: Bool) {
-        log = AccessLog.Entry(start: start, client: client, proto: proto, method: head.method.rawValue, target: head.uri,
-                              userAgent: readsUserAgent ? head.headers["User-Agent"] : nil)
+    mutating func start(_ head: RequestHead, at start: NIODeadline, client: String, proto: String, readsUserAgent: Bool) {
+        self.start(AccessLog.Entry(start: start, client: client, proto: proto, method: head.method.rawValue, target: head.uri,
+                                   userAgent: readsUserAgent ? head.headers["User-Agent"] : nil))
+    }
+
+    /// A new exchange, logged as `log`: reset in place (a new record
+    /// assigned whole is copied, spans and all).
+    mutating func start(_ log: AccessLog.Entry) {
+        self.log = log
+        spans = nil
+        routeMetrics = nil
     }
 
     /// The call is the route's from here on: logged and counted under it.

@@ -64,7 +64,8 @@ final class ClientExchange {
         let framing = client.requestFraming
         let (traceID, hop, decision) = CallAdmission.admit(
             &head, client: .init(address: client.peerAddress, localAuthority: client.localAuthority, canTunnel: client.canTunnel, framing: framing),
-            config: shared.config, router: shared.router, random: &random, now: Double(now.uptimeNanoseconds) / 1e9)
+            tracing: shared.config.tracing, limits: shared.config.limits, router: shared.router, random: &random,
+            now: Double(now.uptimeNanoseconds) / 1e9)
         record.log.traceID = traceID
         if let hop, shared.spans != nil, hop.context.flags.contains(.sampled) {
             record.spans = CallSpans(hop: hop, method: record.log.method, target: record.log.target, client: record.log.client,
@@ -96,8 +97,7 @@ final class ClientExchange {
     private func begin(_ head: RequestHead) {
         exchange.requestHead()
         context.update(slot.context)
-        record = CallRecord(head, start: now, client: client.peerAddress, proto: protocolName(head.version),
-                            readsUserAgent: shared.accessLog != nil)
+        record.start(head, at: now, client: client.peerAddress, proto: protocolName(head.version), readsUserAgent: shared.accessLog != nil)
     }
 
     /// A request refused before it was read whole (an HTTP/2 header block
@@ -214,8 +214,7 @@ final class ClientExchange {
         case .answer(let forCurrentRequest):
             if !forCurrentRequest {
                 // Only HTTP/1.1 connections read heads that can be malformed; who sent it is known.
-                record = CallRecord()
-                record.log = AccessLog.Entry(start: now, client: client.peerAddress, proto: "HTTP/1.1")
+                record.start(AccessLog.Entry(start: now, client: client.peerAddress, proto: "HTTP/1.1"))
             }
             respond(problem, to: RequestHead(method: .GET, uri: "/", version: .http1_1, headers: [:]), close: true)
         }

@@ -28,7 +28,7 @@ public enum Explanation {
         let side = CallAdmission.Client(address: client.address, localAuthority: listener?.address.description ?? "", canTunnel: true,
                                         framing: body.isEmpty ? .none : .length(body.count))
         let admitted: CallAdmission.Admitted
-        switch CallAdmission.admit(&head, client: side, config: config, router: Router(config: config), random: &random, now: 0).decision {
+        switch CallAdmission.admit(&head, client: side, tracing: config.tracing, limits: config.limits, router: Router(config: config), random: &random, now: 0).decision {
         case .answered(let problem, let extraHeaders, _, _): return .answered(problem, headers: extraHeaders)
         case .admitted(let decided): admitted = decided
         }

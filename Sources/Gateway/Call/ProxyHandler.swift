@@ -14,6 +14,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
     typealias CallMachine = CallStateMachine<LoopInstant>
 
     let front: ClientExchange
+    /// Where answers go (the front's, kept here too: read through the front, each use is retained).
+    let client: any ClientSide
     /// The call in flight: what it carries. Its lifecycle is `machine`'s.
     var call: Call?
     var machine = CallMachine()
@@ -21,12 +23,12 @@ final class ProxyHandler: UpstreamResponseDelegate {
     init(slot: ListenerSlot, client: any ClientSide) {
         let seed = Self.processSeed ^ NIODeadline.now().uptimeNanoseconds ^ UInt64(UInt(bitPattern: ObjectIdentifier(client).hashValue))
         front = ClientExchange(slot: slot, client: client, seed: seed)
+        self.client = client
     }
 
     static let processSeed = UInt64.random(in: .min ... .max)
     static let defaultTimeout = Duration.seconds(60)
 
-    var client: any ClientSide { front.client }
     var shared: ListenerContext { front.shared }
     var now: NIODeadline { front.now }
     var loopNow: LoopInstant { front.loopNow }
