@@ -24,7 +24,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
     enum State: Sendable {
         /// No call in flight.
         case idle
-        /// The embedder's request modifiers run.
+        /// The request goes through the route's filters and the embedder's modifiers.
         case modifying(Token)
         /// A pooled connection is on its way (idle, new, or a waiter's turn).
         case acquiring(Token)

@@ -150,4 +150,12 @@ extension ProxyHandler {
             client.write(.body(client.allocator.buffer(bytes: body)))
         }
     }
+
+    /// The answer through the route's filters (see `FilterRun.response`):
+    /// the answer that replaces it, when a filter made one, logged with why.
+    func filterResponse(_ head: inout ResponseHead, body: inout [UInt8]?, _ call: Call) -> OwnAnswer? {
+        guard let (answer, reason) = call.filters?.response(&head, body: &body, for: call, traceID: front.record.log.traceHex) else { return nil }
+        front.record.log.reason = reason
+        return answer
+    }
 }

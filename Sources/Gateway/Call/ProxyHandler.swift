@@ -114,7 +114,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         case .timeOutCall(let forwarded):
             callTimedOut(forwarded: forwarded)
         case .runModifiers(let token):
-            runModifiers(token)
+            runHooks(token)
         case .acquireConnection(let token):
             acquire(token)
         case .timeOutTry:
@@ -128,25 +128,26 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
     }
 
-    /// The route's filters run first, on this event loop; then the
-    /// embedder's hooks as a task (an async hop, taken only when there are
-    /// hooks), whose result comes back on this event loop.
-    func runModifiers(_ token: CallMachine.Token) {
+    /// The request through the route's filters and the embedder's hooks (`RequestHooks`).
+    func runHooks(_ token: CallMachine.Token) {
         guard let call else { return }
-        if !call.route.filters.isEmpty, call.filters == nil { return runFilters(token, call) }
-        guard !shared.modifiers.isEmpty else { return run(machine.modifiersFinished(token)) }
-        let hookContext = ModifierContext(route: call.route.config.name, upstream: call.route.upstream.name,
-                                          client: ClientInfo(address: client.peerAddress, scheme: shared.scheme, requestID: call.requestID))
-        shared.modifiers.modify(call.request, context: hookContext, streams: call.streams, on: client.eventLoop).assumeIsolated().whenComplete {
-            [self] result in
+        let proto = front.record.log.proto
+        RequestHooks.run(call, shared: shared, client: client, proto: proto == "HTTP/1.0" || proto == "HTTP/1.1" ? proto : "HTTP/2",
+                         logReason: { [self] in front.record.log.reason = $0 }) { [self] outcome in
             // The call ended meanwhile (client gone, deadline): nothing to answer.
             guard machine.isCurrent(token), let call = self.call else { return }
-            switch result {
-            case .success(let modified):
-                call.request = modified
+            switch outcome {
+            case .proceed:
                 run(machine.modifiersFinished(token))
-            case .failure(let error):
-                fail(error as? Problem ?? .modifierFailed("\(error)", route: call.route.config.name), call, close: call.streams)
+            case .answer(let answer, let reason):
+                front.record.log.reason = reason
+                self.answer(answer)
+            case .closed(let reason):
+                front.record.log.reason = reason
+                cutShort("filter-closed")
+            case .failed(let problem, let reason):
+                if let reason { front.record.log.reason = reason }
+                fail(problem, call, close: call.streams)
             }
         }
     }
