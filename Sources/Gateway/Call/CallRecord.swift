@@ -36,10 +36,8 @@ struct CallRecord {
     /// (nil: the call is not sampled); the try before it, if still open, ends.
     mutating func tryStarted(method: String, upstream: String, endpoint: UpstreamURL?, now: NIODeadline, random: inout SplitMix64,
                              context: inout LoopContext) -> String? {
-        guard spans != nil else { return nil }
-        let (traceparent, ended) = spans!.tryStarted(method: method, upstream: upstream, endpoint: endpoint, now: now, random: &random)
-        context.send(ended)
-        return traceparent
+        guard let spans else { return nil }
+        return spans.tryStarted(method: method, upstream: upstream, endpoint: endpoint, now: now, random: &random, sink: context.spanSink)
     }
 
     /// The call's `tries`th try went out on a connection to `peer`.
@@ -62,24 +60,20 @@ struct CallRecord {
     /// The try failed: why, in full, for the log (never for the client).
     mutating func tryFailed(_ error: UpstreamError, now: NIODeadline, context: inout LoopContext) {
         log.reason = error.description
-        context.send(spans?.tryFailed(error.name, now: now))
+        spans?.tryFailed(error.name, now: now, sink: context.spanSink)
     }
 
     /// The try's answer is set aside (a retry follows): it is not the call's.
     mutating func tryDropped(now: NIODeadline, context: inout LoopContext) {
         log.upstreamStatus = nil
-        context.send(spans?.tryEnded(now: now))
+        spans?.tryEnded(now: now, sink: context.spanSink)
     }
 
     /// The exchange ended: its metrics, its spans and its access line.
     mutating func finish(status: Int, outcome: String, now: NIODeadline, context: inout LoopContext) {
         (routeMetrics ?? context.shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start, now: now)
-        if var spans = spans.take() {
-            let (lastTry, call) = spans.finish(route: routeMetrics == nil ? nil : log.route, status: status, outcome: outcome, tries: log.tries,
-                                               now: now)
-            context.send(lastTry)
-            context.send(call)
-        }
+        spans.take()?.finish(route: routeMetrics == nil ? nil : log.route, status: status, outcome: outcome, tries: log.tries, now: now,
+                             sink: context.spanSink)
         guard let accessLog = context.shared.accessLog, let buffer = context.logBuffer else { return }
         // The line takes the entry over: a copy would retain each of its strings.
         var entry = AccessLog.Entry(start: log.start)

@@ -51,11 +51,6 @@ struct LoopContext {
             return SpanSink(exporter: exporter, buffer: buffer)
         }
     }
-
-    /// A span that ended, to the exporter.
-    mutating func send(_ span: Span?) {
-        if let span, let sink = spanSink { sink.send(span) }
-    }
 }
 
 /// One event loop's way to the span exporter.

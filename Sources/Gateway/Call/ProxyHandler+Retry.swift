@@ -17,7 +17,7 @@ extension ProxyHandler {
                                                      retryAllowed: { budget?.takeRetry() ?? true })
         else { return false }
         logTry(outcome, decided)
-        if case .refresh = verdict { front.context.send(front.record.spans?.tryEnded(now: now)) }
+        if case .refresh = verdict { front.record.spans?.tryEnded(now: now, sink: front.context.spanSink) }
         if case .response(let status, _, _) = outcome { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
         switch verdict {
         case .forward:

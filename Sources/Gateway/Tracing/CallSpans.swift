@@ -2,11 +2,12 @@ import NIOCore
 import Rewriter
 import W3CTraceContext
 
-/// The spans of one sampled call, as a value: the server span (the
-/// gateway's hop, whose id is the hop's span id) and a client span per try,
-/// whose id goes upstream in that try's `traceparent`. Each span is handed
-/// back as it ends, to be sent.
-struct CallSpans {
+/// The spans of one sampled call: the server span (the gateway's hop,
+/// whose id is the hop's span id) and a client span per try, whose id goes
+/// upstream in that try's `traceparent`. Each span goes to the loop's sink
+/// as it ends. A class: the spans are written from where they are, not
+/// copied out of the call's record with their strings.
+final class CallSpans {
     private var server: Span
     private let context: TraceContext
     private var open: Span?
@@ -22,43 +23,46 @@ struct CallSpans {
 
     /// A try starts: the `traceparent` that names its span, for its request
     /// (and the try before it, if it had not ended).
-    mutating func tryStarted(method: String, upstream: String, endpoint: UpstreamURL?, now: NIODeadline,
-                             random: inout SplitMix64) -> (traceparent: String, ended: Span?) {
-        let ended = tryEnded(now: now)
+    /// A try starts: the `traceparent` that names its span, for its request
+    /// (the try before it, if it had not ended, ends now).
+    func tryStarted(method: String, upstream: String, endpoint: UpstreamURL?, now: NIODeadline, random: inout SplitMix64,
+                    sink: SpanSink?) -> String {
+        tryEnded(now: now, sink: sink)
         let id = SpanID.random(using: &random)
         open = Span(traceID: context.traceID, spanID: id, parentID: context.spanID, kind: .client, start: now.uptimeNanoseconds,
                     method: method, target: upstream, host: endpoint?.host, port: endpoint?.port ?? 0, tries: tries)
         tries += 1
-        return (CallTrace.traceparent(context.traceID, id, context.flags), ended)
+        return CallTrace.traceparent(context.traceID, id, context.flags)
     }
 
-    mutating func tryConnected(to peer: String) { open?.peer = peer }
+    func tryConnected(to peer: String) { open?.peer = peer }
 
-    mutating func tryAnswered(status: Int) { open?.status = status }
+    func tryAnswered(status: Int) { open?.status = status }
 
-    /// The try failed (`reason`: the failure's kind): its span, ended.
-    mutating func tryFailed(_ reason: String, now: NIODeadline) -> Span? {
+    /// The try failed (`reason`: the failure's kind): its span ends.
+    func tryFailed(_ reason: String, now: NIODeadline, sink: SpanSink?) {
         open?.outcome = reason
-        return tryEnded(now: now)
+        tryEnded(now: now, sink: sink)
     }
 
-    /// The try is over (its answer judged and set aside): its span, ended.
-    mutating func tryEnded(now: NIODeadline) -> Span? {
-        guard var span = open.take() else { return nil }
-        span.end = now.uptimeNanoseconds
-        return span
+    /// The try is over (its answer judged and set aside): its span ends.
+    func tryEnded(now: NIODeadline, sink: SpanSink?) {
+        guard open != nil else { return }
+        open!.end = now.uptimeNanoseconds
+        sink?.send(open!)
+        open = nil
     }
 
     /// The call ended after `tries` (the built-in echo's answer is one):
-    /// the span of its last try, if still open, and its own.
-    mutating func finish(route: String?, status: Int, outcome: String, tries: Int, now: NIODeadline) -> (lastTry: Span?, call: Span) {
-        let lastTry = tryEnded(now: now)
+    /// the span of its last try, if still open, ends, then its own.
+    func finish(route: String?, status: Int, outcome: String, tries: Int, now: NIODeadline, sink: SpanSink?) {
+        tryEnded(now: now, sink: sink)
         server.target = route
         server.status = status
         server.outcome = outcome
         server.tries = tries
         server.end = now.uptimeNanoseconds
-        return (lastTry, server)
+        sink?.send(server)
     }
 
     /// A credential refresh made for this call: its span (started when the

@@ -149,17 +149,21 @@ extension ProtobufWriter {
         varint(number)
     }
 
+    /// The KeyValue's tag and length, its key, and its value's tag and
+    /// length, in room taken once (a key is under 128 bytes: one length byte).
     private mutating func keyValueHead(_ key: AttributeKey, field: Int, anyValue: Int) {
         let name = key.name.utf8CodeUnitCount
         let keyValue = 2 + name + 1 + Self.varintSize(anyValue) + anyValue
-        varint(UInt64(field) << 3 | 2)
-        varint(UInt64(keyValue))
+        let tag = field << 3 | 2
+        var at = room(Self.varintSize(tag) + Self.varintSize(keyValue) + keyValue - anyValue)
+        at = putVarint(tag, at: at)
+        at = putVarint(keyValue, at: at)
         // KeyValue.key (1), then KeyValue.value (2).
-        appendByte(0x0A)
-        appendByte(UInt8(name))
-        append(UnsafeRawBufferPointer(start: key.name.utf8Start, count: name))
-        appendByte(0x12)
-        varint(UInt64(anyValue))
+        at = putVarint(0x0A, at: at)
+        at = putVarint(name, at: at)
+        put(key.name.utf8Start, count: name, at: at)
+        at = putVarint(0x12, at: at + name)
+        _ = putVarint(anyValue, at: at)
     }
 }
 

@@ -14,8 +14,10 @@ struct ProtobufWriter {
 
     fileprivate init(_ out: UnsafeMutableRawBufferPointer) { self.out = out }
 
+    /// Room for `needed` bytes, from the returned offset on: one bounds
+    /// check for a run of small writes (`putVarint`, `put`).
     @inline(__always)
-    private mutating func room(_ needed: Int) -> Int {
+    mutating func room(_ needed: Int) -> Int {
         precondition(needed <= out.count - count, "protobuf written past its bound")
         let at = count
         count += needed
@@ -32,6 +34,8 @@ struct ProtobufWriter {
     }
 
     mutating func append(_ text: String) {
+        // A native string's bytes are read in place; another is made contiguous first.
+        if text.utf8.withContiguousStorageIfAvailable({ append(UnsafeRawBufferPointer($0)) }) != nil { return }
         var text = text
         text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
     }
@@ -44,6 +48,25 @@ struct ProtobufWriter {
     mutating func append(_ bytes: [UInt8]) { bytes.withUnsafeBytes { append($0) } }
 
     mutating func append(_ buffer: ByteBuffer) { buffer.withUnsafeReadableBytes { append($0) } }
+
+    /// `value` as a varint at `start`, in room already taken; returns where it ends.
+    @inline(__always)
+    func putVarint(_ value: Int, at start: Int) -> Int {
+        var value = UInt64(value), at = start
+        while value >= 0x80 {
+            out[at] = UInt8(truncatingIfNeeded: value) | 0x80
+            value >>= 7
+            at += 1
+        }
+        out[at] = UInt8(value)
+        return at + 1
+    }
+
+    /// `count` bytes from `source` at `at`, in room already taken.
+    @inline(__always)
+    func put(_ source: UnsafeRawPointer, count: Int, at: Int) {
+        (out.baseAddress! + at).copyMemory(from: source, byteCount: count)
+    }
 
     @inline(__always)
     mutating func varint(_ value: UInt64) {
@@ -80,12 +103,12 @@ struct ProtobufWriter {
 
     mutating func fixed64(_ field: Int, _ value: UInt64) {
         tag(field, 1)
-        withUnsafeBytes(of: value.littleEndian) { append($0) }
+        out.storeBytes(of: value.littleEndian, toByteOffset: room(8), as: UInt64.self)
     }
 
     mutating func fixed32(_ field: Int, _ value: UInt32) {
         tag(field, 5)
-        withUnsafeBytes(of: value.littleEndian) { append($0) }
+        out.storeBytes(of: value.littleEndian, toByteOffset: room(4), as: UInt32.self)
     }
 
     mutating func string(_ field: Int, _ value: String) {
