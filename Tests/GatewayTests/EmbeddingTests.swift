@@ -127,16 +127,11 @@ final class AccessLines: Sendable {
 
     /// The lines so far, once there are `count` (they are flushed every 100 ms).
     func entries(count: Int) async throws -> [[String: String]] {
-        for _ in 0..<100 {
-            let lines = bytes.withLockedValue { $0 }.split(separator: UInt8(ascii: "\n"))
-            if lines.count >= count {
-                return try lines.map { line in
-                    let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] ?? [:]
-                    return object.mapValues { $0 is NSNull ? "null" : "\($0)" }
-                }
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        let lines = { self.bytes.withLockedValue { $0 }.split(separator: UInt8(ascii: "\n")) }
+        guard await eventually(timeout: 5, { lines().count >= count }) else { return [] }
+        return try lines().map { line in
+            let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] ?? [:]
+            return object.mapValues { $0 is NSNull ? "null" : "\($0)" }
         }
-        return []
     }
 }

@@ -24,10 +24,9 @@ import Testing
         process.standardError = FileHandle.nullDevice
         try process.run()
         var line = ""
-        let deadline = Date().addingTimeInterval(10)
-        while !line.contains("\n"), Date() < deadline {
-            let data = out.fileHandleForReading.availableData
-            if data.isEmpty { Thread.sleep(forTimeInterval: 0.02) } else { line += String(decoding: data, as: UTF8.self) }
+        _ = eventuallyBlocking(timeout: 10) {
+            line += String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+            return line.contains("\n")
         }
         let port = try #require(Int(line.trimmingCharacters(in: .whitespacesAndNewlines)))
         return (process, port)

@@ -91,6 +91,17 @@ func eventually(timeout seconds: Double, _ condition: () async throws -> Bool) a
     return try await condition()
 }
 
+/// The same for a synchronous caller (a process being started or stopped):
+/// it blocks its thread, so async code uses `eventually`.
+func eventuallyBlocking(timeout seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+    let end = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < end {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return try condition()
+}
+
 func curl(_ arguments: [String]) throws -> PeerResult {
     try runPeer("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
 }

@@ -68,12 +68,12 @@ final class RedisServer: @unchecked Sendable {
         process.standardError = FileHandle.nullDevice
         try process.run()
         self.process = process
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if !process.isRunning { break }
-            if (try? cli(["PING"]))?.contains("PONG") == true { return }
-            usleep(20_000)
+        var up = false
+        _ = eventuallyBlocking(timeout: 10) {
+            up = (try? cli(["PING"]))?.contains("PONG") == true
+            return up || !process.isRunning
         }
+        if up { return }
         stop()
         throw CocoaError(.fileReadUnknown)
     }

@@ -10,12 +10,12 @@ final class SpawnedGateway: @unchecked Sendable {
     /// The admin listener's port, when the config has one (logged just
     /// after the listeners', so it is waited for).
     var adminPort: Int? {
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if let port = Self.port(after: "admin endpoint on", in: log) { return port }
-            usleep(10_000)
+        var port: Int?
+        _ = eventuallyBlocking(timeout: 10) {
+            port = Self.port(after: "admin endpoint on", in: log)
+            return port != nil
         }
-        return nil
+        return port
     }
     private let output = NIOLockedValueBox("")
 
@@ -35,14 +35,14 @@ final class SpawnedGateway: @unchecked Sendable {
             if data.isEmpty { handle.readabilityHandler = nil } else { output.withLockedValue { $0 += String(decoding: data, as: UTF8.self) } }
         }
         try process.run()
-        let deadline = Date().addingTimeInterval(30)
         var found: Int?
-        while found == nil {
-            guard process.isRunning, Date() < deadline else { throw CocoaError(.fileReadUnknown) }
+        let process = process
+        _ = eventuallyBlocking(timeout: 30) {
             found = Self.port(after: "listening on", in: output.withLockedValue { $0 })
-            if found == nil { usleep(10_000) }
+            return found != nil || !process.isRunning
         }
-        port = found!
+        guard let found else { throw CocoaError(.fileReadUnknown) }
+        port = found
     }
 
     /// The config written to a file of its own, removed when the gateway stops.
@@ -82,9 +82,8 @@ final class SpawnedGateway: @unchecked Sendable {
 
     /// The exit status, or nil if the process still runs after `timeout` seconds.
     func waitForExit(timeout: Double) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        return process.isRunning ? nil : process.terminationStatus
+        guard eventuallyBlocking(timeout: timeout, { !process.isRunning }) else { return nil }
+        return process.terminationStatus
     }
 
     func stop() {
