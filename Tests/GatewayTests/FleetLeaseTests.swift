@@ -21,10 +21,16 @@ struct FleetLeaseTests {
         #expect(lease.take(now: 0, size: 4, rate: 1, nextID: 6) == .allowed(refill: .init(id: 6, charged: 2, wanted: 4)))
     }
 
-    @Test func creditStopsAtOneLeaseWhileARefillIsOut() {
+    @Test func creditStopsAtOneLeaseWhileARefillIsOutAndTheNextCallWaitsForItsAnswerOnce() {
         var lease = FleetLease(now: 0)
-        for id in 1...3 { #expect(lease.take(now: 0, size: 3, rate: 2, nextID: UInt64(id)) != .refused(wait: 1.5)) }
-        #expect(lease.take(now: 0, size: 3, rate: 2, nextID: 4) == .refused(wait: 1.5))
+        guard case .allowed(let refill?) = lease.take(now: 0, size: 3, rate: 2, nextID: 1) else { Issue.record("no refill asked"); return }
+        for id in 2...3 { #expect(lease.take(now: 0, size: 3, rate: 2, nextID: UInt64(id)) == .allowed(refill: nil)) }
+        // The store has not answered, nor failed: not a refusal of the fleet's, nor a store failure.
+        #expect(lease.take(now: 0, size: 3, rate: 2, nextID: 4) == .waits(for: 1, refill: nil))
+        // A call that waited and still finds nothing (others took the lease first) is refused.
+        #expect(lease.take(now: 0, size: 3, rate: 2, nextID: 5, mayWait: false) == .refused(wait: 1.5))
+        lease.granted(refill, got: 3, wait: 0, now: 0)
+        #expect(lease.take(now: 0, size: 3, rate: 2, nextID: 6, mayWait: false) == .allowed(refill: nil))
     }
 
     @Test func anEmptyFleetBucketRefusesUntilItsNextTokenWithoutAskingAgain() {
@@ -78,6 +84,10 @@ struct FleetLeaseTests {
         #expect(lease.credit == 2 && lease.inFlight == nil)
         #expect(lease.take(now: 0.5, size: 2, rate: 1, nextID: 6) == .refused(wait: 0.5))
         // Once the fleet's bucket has a token, the owed lease is charged, not refused for ever.
-        #expect(lease.take(now: 1, size: 2, rate: 1, nextID: 7) == .refused(wait: 2, refill: .init(id: 7, charged: 2, wanted: 2)))
+        let charge = FleetLease.Refill(id: 7, charged: 2, wanted: 2)
+        #expect(lease.take(now: 1, size: 2, rate: 1, nextID: 7) == .waits(for: 7, refill: charge))
+        // Charged past empty: the call that waited is refused until the debt is paid.
+        lease.granted(charge, got: 0, wait: 2, now: 1)
+        #expect(lease.take(now: 1, size: 2, rate: 1, nextID: 8, mayWait: false) == .refused(wait: 2))
     }
 }

@@ -6,12 +6,12 @@ import Testing
 /// sharing one real redis-server, curl as the clients, and the store
 /// stopped and restarted under them.
 @Suite(.serialized, .ownThreads) struct FleetRateLimitTests {
-    private static func yaml(_ redis: String, requests: Int, per: String, onStoreFailure: String = "local") -> String {
+    private static func yaml(_ redis: String, requests: Int, per: String, onStoreFailure: String = "local", timeout: String = "200ms") -> String {
         """
         listeners: [{address: 127.0.0.1:0}]
         admin: {address: 127.0.0.1:0}
         logging: {access_log: false}
-        store: {redis: {url: "\(redis)", timeout: 200ms}}
+        store: {redis: {url: "\(redis)", timeout: \(timeout)}}
         routes:
           - name: fleet
             upstream: echo
@@ -90,6 +90,49 @@ import Testing
             == #"{"backend":"redis","address":"127.0.0.1:\#(redis.port)","state":"up"}"#)
         // The restarted (empty) server has the bucket again: the fleet's limit is back.
         #expect(try await eventually(timeout: 10) { try redis.cli(["EXISTS", "gatewayd:rate:fleet:127.0.0.1"]) == "1\n" })
+    }
+
+    /// A gateway whose lease is full (a first call answered), then 12 calls
+    /// from curl on one connection while the store holds every command
+    /// for `pause` ms: each line is the status and the call's seconds.
+    private static func callsWhileTheStorePauses(_ redis: RedisServer, _ gateway: SpawnedGateway, pause: Int) async throws -> [Substring] {
+        let admin = try #require(gateway.adminPort)
+        #expect(try runPeer("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(gateway.port)/first"]).text == "200")
+        #expect(try await eventually(timeout: 10) {
+            try runPeer("/usr/bin/curl", ["-s", "http://127.0.0.1:\(admin)/metrics"]).text.contains("gatewayd_store_commands_total")
+                && (try redis.cli(["EXISTS", "gatewayd:rate:fleet:127.0.0.1"])) == "1\n"
+        })
+        #expect(try redis.cli(["CLIENT", "PAUSE", String(pause), "ALL"]) == "OK\n")
+        var arguments = ["-s", "-w", "%{http_code} %{time_total}\n"]
+        for i in 0..<12 { arguments += ["http://127.0.0.1:\(gateway.port)/call/\(i)", "-o", "/dev/null"] }
+        return try runPeer("/usr/bin/curl", arguments).text.split(separator: "\n")
+    }
+
+    @Test func aSlowStoreHoldsTheCallPastTheLeaseAndItsCreditUntilTheRefillAnswers() async throws {
+        let redis = try RedisServer()
+        let gateway = try SpawnedGateway(yaml: Self.yaml(redis.url, requests: 10_000, per: "1s", timeout: "3s"))
+        defer { gateway.stop() }
+        // The lease (4) and its credit (4) outlast nothing like a second: the 9th call finds both spent.
+        let lines = try await Self.callsWhileTheStorePauses(redis, gateway, pause: 1000)
+        #expect(lines.count == 12)
+        #expect(lines.allSatisfy { $0.hasPrefix("200 ") }, "a slow store refuses no call: \(lines)")
+        #expect(lines.contains { Double($0.dropFirst(4)).map { $0 >= 0.3 } == true }, "one call waited for the store: \(lines)")
+        let metrics = try runPeer("/usr/bin/curl", ["-s", "http://127.0.0.1:\(try #require(gateway.adminPort))/metrics"]).text
+        let limited = metrics.split(separator: "\n").filter { $0.hasPrefix("gatewayd_rate_limit_total") && $0.contains(#"outcome="limited""#) }
+        #expect(limited.allSatisfy { $0.hasSuffix(" 0") || $0.hasSuffix(" 0.0") }, "\(limited)")
+        #expect(!gateway.log.contains("is down"), "the store answered within its timeout: \(gateway.log)")
+    }
+
+    @Test func aStoreSilentPastItsTimeoutLeavesTheWaitingCallToOnStoreFailure() async throws {
+        let redis = try RedisServer()
+        let gateway = try SpawnedGateway(yaml: Self.yaml(redis.url, requests: 10_000, per: "1s", onStoreFailure: "deny", timeout: "300ms"))
+        defer { gateway.stop() }
+        let lines = try await Self.callsWhileTheStorePauses(redis, gateway, pause: 3000)
+        #expect(lines.count == 12)
+        // The lease and its credit, then refusals under `deny` once the refill went unanswered.
+        #expect(lines.prefix(8).allSatisfy { $0.hasPrefix("200 ") }, "\(lines)")
+        #expect(lines.dropFirst(8).allSatisfy { $0.hasPrefix("429 ") }, "\(lines)")
+        #expect(await eventually(timeout: 10) { gateway.log.contains("is down") }, "\(gateway.log)")
     }
 
     @Test(arguments: [("local", "200"), ("deny", "429")])

@@ -27,6 +27,8 @@ final class Call {
     var endpoint: Endpoint?
     /// The route's filters at work on this call (their contexts live until it ends).
     var filters: FilterRun?
+    /// The fleet rate limit's verdict, still to come (the runner waits for it before the hooks).
+    var limit: RateLimiter.Pending?
     /// Counted among the upstream's calls waiting for a connection.
     private var pendingOn: UpstreamState?
 

@@ -7,7 +7,8 @@ import W3CTraceContext
 /// count towards the head's size), the checks and normalisation before
 /// routing, the route, its rate limit, the upgrade asked, the body's size;
 /// then, with the body read, the request the upstream receives. No I/O: a
-/// rate limit's bucket is the only state it touches.
+/// rate limit's bucket is the only state it touches (a fleet limit's refill
+/// is sent by the limiter, and a call that waits for one is decided later).
 enum CallAdmission {
     /// The client's side of the request, as admission reads it.
     struct Client {
@@ -35,6 +36,8 @@ enum CallAdmission {
         var upgrade: String?
         /// The client waits for `100 Continue`, which the gateway answers itself (as nginx and Envoy do).
         var answersContinue: Bool
+        /// The fleet's rate limit decides once its refill out has an answer (before the first try).
+        var limit: RateLimiter.Pending?
     }
 
     /// `now`: seconds on the rate limiters' clock. Returns the trace id the
@@ -59,9 +62,15 @@ enum CallAdmission {
             return .answered(problem, extraHeaders: extraHeaders, close: headRefused || hasBody, route: nil)
         }
         let route = match.route
-        if let limiter = route.rateLimiter, let wait = limiter.check(limiter.key(head.headers, client: client.address), now: now) {
-            return .answered(.rateLimited(route: route.config.name), extraHeaders: limiter.refusalHeaders(policy: route.config.name, wait: wait),
-                             close: hasBody, route: route)
+        var limit: RateLimiter.Pending?
+        if let limiter = route.rateLimiter {
+            switch limiter.check(limiter.key(head.headers, client: client.address), now: now) {
+            case .allowed: break
+            case .refused(let wait):
+                return .answered(.rateLimited(route: route.config.name), extraHeaders: limiter.refusalHeaders(policy: route.config.name, wait: wait),
+                                 close: hasBody, route: route)
+            case .waits(let pending): limit = pending
+            }
         }
         // Read once: the refusal and the request built later both use it.
         let upgrade = RequestRouting.upgradeAsked(head.headers)
@@ -76,8 +85,7 @@ enum CallAdmission {
             return .answered(.bodyTooLarge(limit: limits.maxBodyBytes, route: route.config.name), extraHeaders: [:], close: true, route: route)
         }
         let answersContinue = hasBody && head.headers.expectsContinue && (head.version.major > 1 || head.version.minor >= 1)
-        return .admitted(Admitted(match: match, streams: streams, upgrade: upgrade,
-                                  answersContinue: answersContinue))
+        return .admitted(Admitted(match: match, streams: streams, upgrade: upgrade, answersContinue: answersContinue, limit: limit))
     }
 
     /// The request the upstream receives: the route's translation, header

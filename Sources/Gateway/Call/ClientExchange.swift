@@ -156,7 +156,7 @@ final class ClientExchange {
             respond(error, to: head, requestID: client.requestID)
             return nil
         }
-        if route.isEcho, route.filters.isEmpty {
+        if route.isEcho, route.filters.isEmpty, admitted.limit == nil {
             // The built-in upstream answers in process: still one try of it.
             answerEcho(OwnAnswer(echoing: request, requestID: client.requestID, rules: route.config.responseHeaders, to: head,
                                  close: exchange.quiescing), route: route)
@@ -164,8 +164,9 @@ final class ClientExchange {
         }
         let retry = admitted.upgrade == nil ? RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: true) : nil
         // Moved into the call: a copy would retain each of its strings and arrays.
-        return Start(call: Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: false),
-                     retry: retry)
+        let call = Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: false)
+        call.limit = admitted.limit
+        return Start(call: call, retry: retry)
     }
 
     /// The body goes upstream as it arrives: the client's framing (length or
@@ -185,8 +186,9 @@ final class ClientExchange {
         }
         self.client.setReading(false)
         let retry = RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: false)
-        return Start(call: Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, streams: true),
-                     retry: retry)
+        let call = Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, streams: true)
+        call.limit = admitted.limit
+        return Start(call: call, retry: retry)
     }
 
     private func clientInfo(_ headers: HeaderList) -> ClientInfo {

@@ -98,7 +98,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         self.call = call
         front.exchange.callStarted()
         let action = machine.start(now: loopNow, timeout: call.route.config.timeout ?? Self.defaultTimeout,
-                                   runsModifiers: !shared.modifiers.isEmpty || !call.route.filters.isEmpty,
+                                   runsModifiers: !shared.modifiers.isEmpty || !call.route.filters.isEmpty || call.limit != nil,
                                    perTryTimeout: call.route.config.retry?.perTryTimeout, retry: start.retry, streams: call.streams)
         if let deadline = machine.deadline { front.wake(at: deadline) }
         run(action)
@@ -128,9 +128,18 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
     }
 
-    /// The request through the route's filters and the embedder's hooks (`RequestHooks`).
+    /// The fleet limit's verdict when it waits for one, then the request
+    /// through the route's filters and the embedder's hooks (`RequestHooks`).
     func runHooks(_ token: CallMachine.Token) {
         guard let call else { return }
+        if let limit = call.limit.take() {
+            return limit.verdict(on: client.eventLoop).assumeIsolated().whenSuccess { [self] wait in
+                guard machine.isCurrent(token), let call = self.call else { return }
+                guard let wait else { return runHooks(token) }
+                let name = call.route.config.name
+                fail(.rateLimited(route: name), call, extraHeaders: limit.limiter.refusalHeaders(policy: name, wait: wait), close: call.streams)
+            }
+        }
         let proto = front.record.log.proto
         RequestHooks.run(call, shared: shared, client: client, proto: proto == "HTTP/1.0" || proto == "HTTP/1.1" ? proto : "HTTP/2",
                          logReason: { [self] in front.record.log.reason = $0 }) { [self] outcome in

@@ -7,7 +7,9 @@
 /// came back) is admitted on credit, up to one lease; the refill charges the
 /// credit to the fleet's bucket first, even past empty, so the fleet pays it
 /// back in later refusals. The fleet is therefore never more than one lease
-/// per process ahead of its limit, and no call waits for the store.
+/// per process ahead of its limit. A call waits for the store only when it
+/// finds the lease and its credit spent with a refill out: once, for that
+/// refill's answer (the store's `timeout` at most).
 struct FleetLease: Sendable {
     /// A refill in flight: the credit it charges and the tokens it asks for.
     /// `id` ties its answer to it (an answer to an older one is ignored).
@@ -22,6 +24,17 @@ struct FleetLease: Sendable {
         case allowed(refill: Refill?)
         /// Refused: the next token is this many seconds away.
         case refused(wait: Double, refill: Refill? = nil)
+        /// Lease and credit spent, the store not known to be down: the call
+        /// is decided again once the refill with id `for` has its answer
+        /// (`refill`, when not nil, is to be sent first).
+        case waits(for: UInt64, refill: Refill?)
+
+        /// The refill to send, if any.
+        var refill: Refill? {
+            switch self {
+            case .allowed(let refill), .refused(_, let refill), .unanswered(let refill), .waits(_, let refill): refill
+            }
+        }
         /// The store did not answer the last refill and the credit is spent:
         /// the route's `on_store_failure` decides, and `refill` asks again.
         case unanswered(refill: Refill?)
@@ -38,7 +51,8 @@ struct FleetLease: Sendable {
 
     init(now: Double) { lastUsed = now }
 
-    mutating func take(now: Double, size: Int, rate: Double, nextID: UInt64) -> Decision {
+    /// `mayWait`: false for a call that has waited once already (it is refused instead).
+    mutating func take(now: Double, size: Int, rate: Double, nextID: UInt64, mayWait: Bool = true) -> Decision {
         lastUsed = now
         if tokens > 0 {
             tokens -= 1
@@ -48,7 +62,9 @@ struct FleetLease: Sendable {
         // A spent lease whose refill is late: credit until it answers.
         guard credit < size else {
             let refill = startRefill(size: size, id: nextID)
-            return unanswered ? .unanswered(refill: refill) : .refused(wait: Double(size) / rate, refill: refill)
+            if unanswered { return .unanswered(refill: refill) }
+            if mayWait, let out = inFlight { return .waits(for: out.id, refill: refill) }
+            return .refused(wait: Double(size) / rate, refill: refill)
         }
         credit += 1
         return .allowed(refill: startRefill(size: size, id: nextID))

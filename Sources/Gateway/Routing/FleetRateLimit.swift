@@ -15,6 +15,8 @@ final class FleetRateLimit: Sendable {
     private struct Leases {
         var byKey: [Int: FleetLease] = [:]
         var nextID: UInt64 = 0
+        /// The refills out, by id, with the calls waiting for their answers.
+        var waiting: [UInt64: [EventLoopPromise<Void>]] = [:]
     }
 
     /// The bucket as GCRA keeps it: the instant (server time, seconds) it is
@@ -47,37 +49,56 @@ final class FleetRateLimit: Sendable {
         case refused(wait: Double)
         /// The store is not answering: `on_store_failure` decides.
         case unanswered
+        /// Decided again (`mayWait: false`) once the refill `refill` has its answer (`wait(for:on:)`).
+        case waits(refill: UInt64)
     }
 
-    func check(_ key: String, now: Double) -> Verdict {
+    func check(_ key: String, now: Double, mayWait: Bool = true) -> Verdict {
         let (size, rate, maxKeys) = (config.leaseSize, config.rate, config.maxKeys)
         let hash = key.hashValue
         let decision = state.withLock { state in
             if state.byKey[hash] == nil { state.byKey.makeRoom(maxKeys: maxKeys) { $0.isIdle(now: now, size: size, rate: rate) } }
             state.nextID &+= 1
-            return state.byKey[hash, default: FleetLease(now: now)].take(now: now, size: size, rate: rate, nextID: state.nextID)
+            let decision = state.byKey[hash, default: FleetLease(now: now)].take(now: now, size: size, rate: rate, nextID: state.nextID,
+                                                                                 mayWait: mayWait)
+            if let refill = decision.refill { state.waiting[refill.id] = [] }
+            return decision
         }
-        let (verdict, refill): (Verdict, FleetLease.Refill?) = switch decision {
-        case .allowed(let refill): (.allowed, refill)
-        case .refused(let wait, let refill): (.refused(wait: wait), refill)
-        case .unanswered(let refill): (.unanswered, refill)
+        let verdict: Verdict = switch decision {
+        case .allowed: .allowed
+        case .refused(let wait, _): .refused(wait: wait)
+        case .unanswered: .unanswered
+        case .waits(let out, _): .waits(refill: out)
         }
-        if let refill { send(refill, key: key, hash: hash) }
+        if let refill = decision.refill { send(refill, key: key, hash: hash) }
         return verdict
+    }
+
+    /// Succeeds on `eventLoop` once the refill `id` has its answer (at once if it has).
+    func wait(for id: UInt64, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let promise = eventLoop.makePromise(of: Void.self)
+        let out = state.withLock { state in
+            guard state.waiting[id] != nil else { return false }
+            state.waiting[id]?.append(promise)
+            return true
+        }
+        if !out { promise.succeed() }
+        return promise.futureResult
     }
 
     private func send(_ refill: FleetLease.Refill, key: String, hash: Int) {
         let arguments = [String(config.rate), String(config.capacity), String(refill.charged), String(refill.wanted)]
         Self.script.run(on: store, keys: [prefix + key], arguments: arguments).whenComplete { result in
             let now = Double(NIODeadline.now().uptimeNanoseconds) / 1e9
-            self.state.withLock { state in
-                guard case .success(.array(let values)) = result, values.count == 2,
-                      let got = values[0].integer, let waitMs = values[1].integer else {
+            let waiting = self.state.withLock { state in
+                if case .success(.array(let values)) = result, values.count == 2, let got = values[0].integer, let waitMs = values[1].integer {
+                    state.byKey[hash]?.granted(refill, got: Int(got), wait: Double(waitMs) / 1000, now: now)
+                } else {
                     state.byKey[hash]?.failed(refill)
-                    return
                 }
-                state.byKey[hash]?.granted(refill, got: Int(got), wait: Double(waitMs) / 1000, now: now)
+                return state.waiting.removeValue(forKey: refill.id) ?? []
             }
+            for call in waiting { call.succeed() }
         }
     }
 }

@@ -1,4 +1,5 @@
 import CoreMetrics
+import NIOCore
 import Rewriter
 import Synchronization
 
@@ -50,33 +51,66 @@ final class RateLimiter: Sendable {
         limited = Counter(label: "gatewayd_rate_limit_total", dimensions: [("route", route), ("outcome", "limited")], factory: factory)
     }
 
-    /// What a call with `key` at `now` (seconds, monotonic) may do: nil
-    /// when it goes ahead, else the seconds until it may.
-    func check(_ key: String, now: Double) -> Double? {
-        let wait = decide(key, now: now)
-        (wait == nil ? allowed : limited).increment()
-        return wait
+    enum Verdict {
+        case allowed
+        /// Refused: it may come back in this many seconds.
+        case refused(wait: Double)
+        /// The fleet's lease is spent and its refill out: decided once that has its answer (`verdict(after:on:)`).
+        case waits(Pending)
     }
 
-    private func decide(_ key: String, now: Double) -> Double? {
+    /// A call waiting for a fleet refill's answer.
+    struct Pending {
+        let limiter: RateLimiter
+        let key: String
+        let refill: UInt64
+
+        /// nil when the call goes ahead, else the seconds until it may.
+        func verdict(on eventLoop: any EventLoop) -> EventLoopFuture<Double?> {
+            guard let fleet = limiter.fleet else { return eventLoop.makeSucceededFuture(nil) }
+            return fleet.wait(for: refill, on: eventLoop).map { [limiter, key] in
+                switch limiter.check(key, now: Double(NIODeadline.now().uptimeNanoseconds) / 1e9, mayWait: false) {
+                case .allowed: nil
+                case .refused(let wait): wait
+                case .waits: Double(limiter.config.leaseSize) / limiter.config.rate  // not given once waited
+                }
+            }
+        }
+    }
+
+    /// What a call with `key` at `now` (seconds, monotonic) may do.
+    /// `mayWait: false`: never `.waits` (the call has waited once).
+    func check(_ key: String, now: Double, mayWait: Bool = true) -> Verdict {
+        let verdict = decide(key, now: now, mayWait: mayWait)
+        switch verdict {
+        case .allowed: allowed.increment()
+        case .refused: limited.increment()
+        case .waits: break
+        }
+        return verdict
+    }
+
+    private func decide(_ key: String, now: Double, mayWait: Bool) -> Verdict {
         if let fleet {
             if fleet.store.isAvailable {
-                switch fleet.check(key, now: now) {
-                case .allowed: return nil
-                case .refused(let wait): return wait
+                switch fleet.check(key, now: now, mayWait: mayWait) {
+                case .allowed: return .allowed
+                case .refused(let wait): return .refused(wait: wait)
+                case .waits(let refill): return .waits(Pending(limiter: self, key: key, refill: refill))
                 case .unanswered: break
                 }
             }
             storeDown.increment()
-            if config.onStoreFailure == .deny { return 1 }
+            if config.onStoreFailure == .deny { return .refused(wait: 1) }
         }
         let (rate, capacity) = (config.rate, config.capacity)
         let key = key.hashValue
         let maxKeys = config.maxKeys
-        return buckets.withLock { buckets -> Double? in
+        let wait = buckets.withLock { buckets -> Double? in
             if buckets[key] == nil { buckets.makeRoom(maxKeys: maxKeys) { $0.isIdle(now: now, rate: rate, capacity: capacity) } }
             return buckets[key, default: TokenBucket(capacity: capacity, now: now)].take(now: now, rate: rate, capacity: capacity)
         }
+        return wait.map { .refused(wait: $0) } ?? .allowed
     }
 
     var trackedKeys: Int { buckets.withLock { $0.count } }
