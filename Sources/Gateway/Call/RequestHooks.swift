@@ -59,13 +59,13 @@ enum RequestHooks {
         guard !shared.modifiers.isEmpty else { return completion(.proceed) }
         let context = ModifierContext(route: call.route.config.name, upstream: call.route.upstream.name,
                                       client: ClientInfo(address: client.peerAddress, scheme: shared.scheme, requestID: call.requestID))
-        shared.modifiers.modify(call.request, context: context, streams: call.streams, on: client.eventLoop).assumeIsolated().whenComplete { result in
+        shared.modifiers.modify(call.request, context: context, streams: call.streams, on: client.eventLoop).assumeIsolated().whenSuccess { result in
             switch result {
             case .success(let modified):
                 call.request = modified
                 completion(.proceed)
-            case .failure(let error):
-                completion(.failed(error as? Problem ?? .modifierFailed("\(error)", route: call.route.config.name), reason: nil))
+            case .failure(let problem):
+                completion(.failed(problem, reason: nil))
             }
         }
     }

@@ -20,23 +20,24 @@ public struct ModifierContext: Sendable {
 
 extension [any RequestModifier] {
     /// The hooks over `request`, in order, as a task (an async hop); the
-    /// result comes back on `eventLoop`, framed by the gateway whatever a
-    /// hook did (a streamed body keeps the client's framing), or failed
-    /// with the `Problem` to answer.
-    func modify(_ request: UpstreamRequest, context: ModifierContext, streams: Bool, on eventLoop: any EventLoop) -> EventLoopFuture<UpstreamRequest> {
-        let promise = eventLoop.makePromise(of: UpstreamRequest.self)
+    /// result comes back on `eventLoop`: the request framed by the gateway
+    /// whatever a hook did (a streamed body keeps the client's framing), or
+    /// the `Problem` to answer.
+    func modify(_ request: UpstreamRequest, context: ModifierContext, streams: Bool,
+                on eventLoop: any EventLoop) -> EventLoopFuture<Result<UpstreamRequest, Problem>> {
+        let promise = eventLoop.makePromise(of: Result<UpstreamRequest, Problem>.self)
         promise.completeWithTask { [self] in
             var request = request
             do {
                 for modifier in self { try await modifier.modify(&request, context: context) }
                 try request.checkWireSafe(route: context.route)
             } catch {
-                throw error as? Problem ?? .modifierFailed("\(error)", route: context.route)
+                return .failure(error as? Problem ?? .modifierFailed("\(error)", route: context.route))
             }
             request.headers.remove("Content-Length")
             request.headers.remove("Transfer-Encoding")
             if !streams { request.frameBody() }
-            return request
+            return .success(request)
         }
         return promise.futureResult
     }
