@@ -17,10 +17,15 @@ extension FilterExchange {
     func apply(to request: inout UpstreamRequest, streams: Bool) {
         guard requestEdited else { return }
         var headers = HeaderList()
-        for field in requestHeaders where field.name.utf8.first != UInt8(ascii: ":") {
-            // Framing stays the gateway's, true to the bytes sent, whatever a filter did.
-            if HeaderList.equalNames(field.name, "Content-Length") || HeaderList.equalNames(field.name, "Transfer-Encoding") { continue }
-            headers.add(field.name, field.value)
+        headers.reserveCapacity(requestHeaders.count)
+        // Read in place: a loop over the fields would copy each.
+        requestHeaders.withUnsafeBufferPointer { fields in
+            for i in fields.indices where fields[i].name.utf8.first != UInt8(ascii: ":") {
+                let name = fields[i].name
+                // Framing stays the gateway's, true to the bytes sent, whatever a filter did.
+                if HeaderList.equalNames(name, "Content-Length") || HeaderList.equalNames(name, "Transfer-Encoding") { continue }
+                headers.add(name, fields[i].value)
+            }
         }
         if let authority = Self.value(":authority", in: requestHeaders), !authority.isEmpty { headers.set("Host", authority) }
         request.method = Self.value(":method", in: requestHeaders) ?? request.method

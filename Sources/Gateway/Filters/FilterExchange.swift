@@ -66,23 +66,28 @@ final class FilterExchange {
         }
     }
 
-    /// Replaces a map the call carries; false for one it does not.
-    func setFields(_ map: ProxyWasm.MapType, _ fields: Fields) -> Bool {
+    /// Edits a map the call carries in place (a copy would be copied again
+    /// on its first edit); false for one it does not.
+    func editFields(_ map: ProxyWasm.MapType, _ edit: (inout Fields) -> Void) -> Bool {
         switch map {
         case .requestHeaders:
-            requestHeaders = fields
+            edit(&requestHeaders)
             requestEdited = true
-        case .requestTrailers: requestTrailers = fields
-        case .responseHeaders: responseHeaders = fields
-        case .responseTrailers: responseTrailers = fields
+        case .requestTrailers: edit(&requestTrailers)
+        case .responseHeaders: edit(&responseHeaders)
+        case .responseTrailers: edit(&responseTrailers)
         default: return false
         }
         return true
     }
 
-    /// The first value of `name` (case-insensitive, as HTTP field names are).
+    /// The first value of `name` (case-insensitive, as HTTP field names
+    /// are), read in place: a loop over the fields would copy each.
     static func value(_ name: String, in fields: Fields) -> String? {
-        fields.first { HeaderList.equalNames($0.name, name) }?.value
+        fields.withUnsafeBufferPointer { fields in
+            for i in fields.indices where HeaderList.equalNames(fields[i].name, name) { return fields[i].value }
+            return nil
+        }
     }
 }
 

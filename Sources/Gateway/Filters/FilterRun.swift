@@ -190,7 +190,10 @@ final class FilterRun {
     func end() {
         completion = nil
         exchange.resume = nil
-        for case let (vm, context)? in contexts { vm.close(context) }
-        contexts = Array(repeating: nil, count: filters.count)
+        for index in contexts.indices {
+            guard let (vm, context) = contexts[index] else { continue }
+            vm.close(context)
+            contexts[index] = nil
+        }
     }
 }

@@ -19,8 +19,9 @@ final class FilterVM {
     private var instance: Instance?
     private(set) var memory: GuestMemory?
     private var allocator: Function?
-    /// The module's callbacks, by `Callback` (nil: not exported).
-    private var callbacks: [Function?] = Array(repeating: nil, count: Callback.allCases.count)
+    /// The module's callbacks, by `Callback` (nil: not exported), with
+    /// their parameter types (read from the store's interner once, not per call).
+    private var callbacks: [(function: Function, parameters: [ValueType])?] = Array(repeating: nil, count: Callback.allCases.count)
     /// The root (plugin) context's id; HTTP contexts count up from it.
     let rootContext: UInt32 = 1
     private var lastContext: UInt32 = 1
@@ -88,11 +89,13 @@ final class FilterVM {
         guard let memory = instance.exports[memory: "memory"] else { throw FilterFailure(filter.name, "exports no memory") }
         self.memory = GuestMemory(memory: memory)
         allocator = instance.exports[function: "proxy_on_memory_allocate"] ?? instance.exports[function: "malloc"]
-        for callback in Callback.allCases { callbacks[callback.rawValue] = instance.exports[function: callback.name] }
+        for callback in Callback.allCases {
+            callbacks[callback.rawValue] = instance.exports[function: callback.name].map { ($0, $0.type.parameters) }
+        }
         // A reactor (`_initialize`, then `main` if any) or a command (`_start`).
         if exports(.initialize) {
             try call(.initialize, [])
-            if callbacks[Callback.main.rawValue]?.type.parameters.count == 2 { try call(.main, [0, 0]) }
+            if callbacks[Callback.main.rawValue]?.parameters.count == 2 { try call(.main, [0, 0]) }
         } else if exports(.start) {
             try call(.start, [])
         }
@@ -140,11 +143,12 @@ final class FilterVM {
     @discardableResult
     func call(_ callback: Callback, _ arguments: [UInt32]) throws(FilterFailure) -> UInt32? {
         if let broken { throw FilterFailure(filter.name, broken) }
-        guard let function = callbacks[callback.rawValue] else { return nil }
-        let parameters = function.type.parameters
-        let values: [Value] = parameters.indices.map { index in
+        guard let (function, parameters) = callbacks[callback.rawValue] else { return nil }
+        var values: [Value] = []
+        values.reserveCapacity(parameters.count)
+        for index in parameters.indices {
             let argument = index < arguments.count ? arguments[index] : 0
-            return parameters[index] == .i64 ? .i64(UInt64(argument)) : .i32(argument)
+            values.append(parameters[index] == .i64 ? .i64(UInt64(argument)) : .i32(argument))
         }
         store.fuel = Fuel(remaining: filter.fuel)
         do {
@@ -179,6 +183,16 @@ final class FilterVM {
     /// Hands `bytes` to the guest: copied into memory from its allocator, the
     /// address and size written where it asked. Fails with the ABI's status.
     func hand(_ bytes: [UInt8], addressAt: UInt32, sizeAt: UInt32) throws -> ProxyWasm.Status {
+        try bytes.withUnsafeBytes { try hand($0, addressAt: addressAt, sizeAt: sizeAt) }
+    }
+
+    /// A field's value, handed from the string's own bytes (no array made for them).
+    func hand(_ text: String, addressAt: UInt32, sizeAt: UInt32) throws -> ProxyWasm.Status {
+        var text = text
+        return try text.withUTF8 { try hand(UnsafeRawBufferPointer($0), addressAt: addressAt, sizeAt: sizeAt) }
+    }
+
+    private func hand(_ bytes: UnsafeRawBufferPointer, addressAt: UInt32, sizeAt: UInt32) throws -> ProxyWasm.Status {
         guard let memory else { return .internalFailure }
         // An empty value still gets a valid (never read) address.
         let address = try allocate(max(bytes.count, 1))

@@ -19,32 +19,36 @@ struct GuestMemory {
         return memory.withUnsafeBufferPointer(offset: UInt(address), count: Int(count)) { Array($0) }
     }
 
+    /// Decoded in place (a name or value of up to 15 bytes allocates nothing).
     func readString(_ address: UInt32, count: UInt32) -> String? {
-        read(address, count: count).map { String(decoding: $0, as: UTF8.self) }
+        guard contains(address, count: Int(count)) else { return nil }
+        guard count > 0 else { return "" }
+        return memory.withUnsafeBufferPointer(offset: UInt(address), count: Int(count)) { String(decoding: $0, as: UTF8.self) }
     }
 
     func write(_ bytes: [UInt8], at address: UInt32) -> Bool {
+        bytes.withUnsafeBytes { write($0, at: address) }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at address: UInt32) -> Bool {
         guard contains(address, count: bytes.count) else { return false }
         guard !bytes.isEmpty else { return true }
-        memory.withUnsafeMutableBufferPointer(offset: UInt(address), count: bytes.count) { target in
-            bytes.withUnsafeBytes { target.copyMemory(from: $0) }
+        memory.withUnsafeMutableBufferPointer(offset: UInt(address), count: bytes.count) { $0.copyMemory(from: bytes) }
+        return true
+    }
+
+    /// Little-endian, as Wasm's memory is; stored in place, no array made for it.
+    func write<Value: FixedWidthInteger>(_ value: Value, at address: UInt32) -> Bool {
+        let size = MemoryLayout<Value>.size
+        guard contains(address, count: size) else { return false }
+        memory.withUnsafeMutableBufferPointer(offset: UInt(address), count: size) { target in
+            target.storeBytes(of: value.littleEndian, toByteOffset: 0, as: Value.self)
         }
         return true
     }
 
-    func write(_ value: UInt32, at address: UInt32) -> Bool {
-        var bytes: [UInt8] = []
-        ProxyWasm.append(value, to: &bytes)
-        return write(bytes, at: address)
-    }
-
-    func write(_ value: UInt64, at address: UInt32) -> Bool {
-        var bytes: [UInt8] = []
-        ProxyWasm.append(value, to: &bytes)
-        return write(bytes, at: address)
-    }
-
     func readUInt32(_ address: UInt32) -> UInt32? {
-        read(address, count: 4).flatMap { ProxyWasm.readUInt32($0, at: 0) }
+        guard contains(address, count: 4) else { return nil }
+        return memory.withUnsafeBufferPointer(offset: UInt(address), count: 4) { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) }
     }
 }

@@ -85,7 +85,7 @@ extension FilterVM {
             guard let fields = vm.fields(a[0]) else { return status(.badArgument) }
             guard let key = vm.memory?.readString(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
             guard let value = FilterExchange.value(key, in: fields) else { return status(.notFound) }
-            return try vm.hand(Array(value.utf8), addressAt: a[3], sizeAt: a[4]).rawValue
+            return try vm.hand(value, addressAt: a[3], sizeAt: a[4]).rawValue
         },
         "proxy_add_header_map_value": { vm, a in
             guard let key = vm.memory?.readString(a[1], count: a[2]), let value = vm.memory?.readString(a[3], count: a[4]) else {
@@ -314,8 +314,7 @@ extension FilterVM {
     }
 
     func editFields(_ map: UInt32, _ edit: (inout FilterExchange.Fields) -> Void) -> ProxyWasm.Status {
-        guard let type = ProxyWasm.MapType(rawValue: map), let exchange, var fields = exchange.fields(type) else { return .badArgument }
-        edit(&fields)
-        return exchange.setFields(type, fields) ? .ok : .badArgument
+        guard let type = ProxyWasm.MapType(rawValue: map), let exchange else { return .badArgument }
+        return exchange.editFields(type, edit) ? .ok : .badArgument
     }
 }

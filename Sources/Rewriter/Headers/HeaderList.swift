@@ -93,6 +93,9 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
         try fields.withUnsafeBufferPointer(body)
     }
 
+    /// Room for `count` fields in all, so that adding them grows the list once.
+    public mutating func reserveCapacity(_ count: Int) { fields.reserveCapacity(count) }
+
     public mutating func add(_ name: String, _ value: String) {
         fields.append(Field(name: name, value: value))
         present |= Self.nameBit(name)
