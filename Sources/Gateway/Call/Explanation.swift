@@ -68,9 +68,9 @@ public enum Explanation {
         var vms: [String: FilterVM] = [:]
         let exchange = FilterExchange(request: request, scheme: info.scheme, info: info)
         var failures: [String] = []
-        let run = FilterRun(filters: filters, exchange: exchange, vm: { filter throws(FilterFailure) in
+        let run = FilterRun(filters: filters, exchange: exchange, vm: { (filter: borrowing FilterConfig) throws(FilterFailure) in
             if let vm = vms[filter.name] { return vm }
-            let vm = try FilterVM.start(filter, services: services)
+            let vm = try FilterVM.start(copy filter, services: services)
             vms[filter.name] = vm
             return vm
         }, onFailure: { failure, failedOpen in failures.append(failedOpen ? "\(failure) (fail_open: the call goes on unfiltered)" : "\(failure)") })

@@ -5,9 +5,15 @@ extension FilterExchange {
     /// pseudo-fields (`:method`, `:path`, `:authority`, `:scheme`) first,
     /// then its fields as they are.
     convenience init(request: UpstreamRequest, scheme: String, info: FilterCallInfo) {
-        var fields: Fields = [(":method", request.method), (":path", request.target), (":authority", request.headers["Host"] ?? ""),
-                              (":scheme", scheme)]
-        for field in request.headers { fields.append((field.name, field.value)) }
+        var fields: Fields = []
+        fields.reserveCapacity(4 + request.headers.count)
+        fields.append((":method", request.method))
+        fields.append((":path", request.target))
+        fields.append((":authority", request.headers["Host"] ?? ""))
+        fields.append((":scheme", scheme))
+        request.headers.withFields { headers in
+            for i in headers.indices { fields.append((headers[i].name, headers[i].value)) }
+        }
         self.init(requestHeaders: fields, requestBody: request.body ?? [], info: info)
     }
 

@@ -60,11 +60,12 @@ final class LoopFilters {
             })
     }
 
-    /// The filter's VM on this loop, built anew after a failure broke the last one.
-    func vm(_ filter: FilterConfig) throws(FilterFailure) -> FilterVM {
+    /// The filter's VM on this loop, built anew after a failure broke the
+    /// last one. The config is borrowed: a copy per call retained each of its fields.
+    func vm(_ filter: borrowing FilterConfig) throws(FilterFailure) -> FilterVM {
         if let vm = vms[filter.name], vm.broken == nil { return vm }
         vms[filter.name] = nil
-        let vm = try FilterVM.start(filter, services: services)
+        let vm = try FilterVM.start(copy filter, services: services)
         vms[filter.name] = vm
         return vm
     }

@@ -19,7 +19,7 @@ final class FilterRun {
 
     let exchange: FilterExchange
     private let filters: [FilterConfig]
-    private let vm: (FilterConfig) throws(FilterFailure) -> FilterVM
+    private let vm: (borrowing FilterConfig) throws(FilterFailure) -> FilterVM
     private let onFailure: (FilterFailure, _ failedOpen: Bool) -> Void
     private var contexts: [(vm: FilterVM, context: UInt32)?]
     /// The filter at work, and how far it got.
@@ -32,7 +32,7 @@ final class FilterRun {
 
     /// `vm`: the filter's VM on this event loop (built anew when broken).
     /// `onFailure`: told of each failure, also those let through by `fail_open`.
-    init(filters: [FilterConfig], exchange: FilterExchange, vm: @escaping (FilterConfig) throws(FilterFailure) -> FilterVM,
+    init(filters: [FilterConfig], exchange: FilterExchange, vm: @escaping (borrowing FilterConfig) throws(FilterFailure) -> FilterVM,
          onFailure: @escaping (FilterFailure, Bool) -> Void) {
         self.filters = filters
         self.exchange = exchange
