@@ -35,8 +35,8 @@ struct FleetLease: Sendable {
             case .allowed(let refill), .refused(_, let refill), .unanswered(let refill), .waits(_, let refill): refill
             }
         }
-        /// The store did not answer the last refill and the credit is spent:
-        /// the route's `on_store_failure` decides, and `refill` asks again.
+        /// The store did not answer the last refill: the route's
+        /// `on_store_failure` decides, and `refill` asks again.
         case unanswered(refill: Refill?)
     }
 
@@ -59,10 +59,11 @@ struct FleetLease: Sendable {
             return .allowed(refill: tokens * 2 < size ? startRefill(size: size, id: nextID) : nil)
         }
         if now < emptyUntil { return .refused(wait: emptyUntil - now) }
+        // The store failed the last refill: no credit on its word until it answers again.
+        if unanswered { return .unanswered(refill: startRefill(size: size, id: nextID)) }
         // A spent lease whose refill is late: credit until it answers.
         guard credit < size else {
             let refill = startRefill(size: size, id: nextID)
-            if unanswered { return .unanswered(refill: refill) }
             if mayWait, let out = inFlight { return .waits(for: out.id, refill: refill) }
             return .refused(wait: Double(size) / rate, refill: refill)
         }
