@@ -110,10 +110,10 @@ import Testing
 
     @Test func aSlowStoreHoldsTheCallPastTheLeaseAndItsCreditUntilTheRefillAnswers() async throws {
         let redis = try RedisServer()
-        let gateway = try SpawnedGateway(yaml: Self.yaml(redis.url, requests: 10_000, per: "1s", timeout: "5s"))
+        let gateway = try SpawnedGateway(yaml: Self.yaml(redis.url, requests: 10_000, per: "1s", timeout: "8s"))
         defer { gateway.stop() }
-        // The lease (4) and its credit (4) last far less than 2 s: the 9th call finds both spent.
-        let lines = try await Self.callsWhileTheStorePauses(redis, gateway, pause: 2000)
+        // The lease (4) and its credit (4) last far less than 3 s: the 9th call finds both spent.
+        let lines = try await Self.callsWhileTheStorePauses(redis, gateway, pause: 3000)
         #expect(lines.count == 12)
         #expect(lines.allSatisfy { $0.hasPrefix("200 ") }, "a slow store refuses no call: \(lines)")
         #expect(lines.contains { Double($0.dropFirst(4)).map { $0 >= 0.3 } == true }, "one call waited for the store: \(lines)")
@@ -125,9 +125,10 @@ import Testing
 
     @Test func aStoreSilentPastItsTimeoutLeavesTheWaitingCallToOnStoreFailure() async throws {
         let redis = try RedisServer()
-        let gateway = try SpawnedGateway(yaml: Self.yaml(redis.url, requests: 10_000, per: "1s", onStoreFailure: "deny", timeout: "1s"))
+        // The credit's 5 calls after the refill is sent have its 3 s timeout to come.
+        let gateway = try SpawnedGateway(yaml: Self.yaml(redis.url, requests: 10_000, per: "1s", onStoreFailure: "deny", timeout: "3s"))
         defer { gateway.stop() }
-        let lines = try await Self.callsWhileTheStorePauses(redis, gateway, pause: 4000)
+        let lines = try await Self.callsWhileTheStorePauses(redis, gateway, pause: 6000)
         #expect(lines.count == 12)
         // The lease and its credit, then refusals under `deny` once the refill went unanswered.
         #expect(lines.prefix(8).allSatisfy { $0.hasPrefix("200 ") }, "\(lines)")
