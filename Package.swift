@@ -111,7 +111,7 @@ for (name, dependencies) in [
     ("FuzzHeadWriter", ["Gateway", "NIOCore", "Rewriter"]), ("FuzzJSON", ["Rewriter"]), ("FuzzQuery", ["Rewriter"]),
     ("FuzzURITemplate", ["Rewriter"]), ("FuzzConfig", ["Gateway"]), ("FuzzHTTP2Request", ["Gateway"]),
     ("FuzzHTTP2Session", ["Gateway", "NIOCore", "NIOEmbedded", "Logging", "CoreMetrics"]),
-    ("FuzzAccessLine", ["Gateway", "NIOCore"]), ("FuzzFilterHost", ["Gateway", "WasmKit", "Logging", "CoreMetrics"]),
+    ("FuzzAccessLine", ["Gateway", "NIOCore"]), ("FuzzFilterHost", ["Gateway", "Rewriter", "WasmKit", "Logging", "CoreMetrics"]),
     ("FuzzRedisReader", ["Gateway", "NIOCore"]), ("FuzzOTLPTraces", ["Gateway", "NIOCore", "Rewriter", "W3CTraceContext"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(

@@ -2,10 +2,12 @@
 // host functions and their arguments (pointers and lengths near and past
 // the end of the filter's memory) and runs them against a live VM of the
 // example C filter; every access must be checked, none may crash. A
-// serialized map the input spells must survive a round trip.
+// serialized map the input spells must survive a round trip, and so must
+// the request rebuilt from the header map those calls edited.
 import CoreMetrics
 import Foundation
 import Logging
+import Rewriter
 import WasmKit
 @testable import Gateway
 
@@ -57,5 +59,14 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         _ = try? FilterVM.hostFunction(module: module, name: name)!(vm, Arguments(values))
         offset += 33
     }
+    // The request rebuilt from the map as those calls left it: its fields in
+    // order, but for the pseudo-fields, the framing and Host (the authority's).
+    var request = UpstreamRequest(method: "GET", target: "/", headers: [:], body: nil)
+    exchange.requestEdited = true
+    exchange.apply(to: &request, streams: true)
+    let kept = { (name: String) in !["Content-Length", "Transfer-Encoding", "Host"].contains { HeaderList.equalNames(name, $0) } }
+    let expected = exchange.requestHeaders.filter { !$0.name.hasPrefix(":") && kept($0.name) }
+    let rebuilt = request.headers.filter { kept($0.name) }
+    precondition(rebuilt.map(\.name) == expected.map(\.name) && rebuilt.map(\.value) == expected.map(\.value), "request round trip")
     return 0
 }

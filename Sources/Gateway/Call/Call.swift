@@ -54,7 +54,7 @@ final class Call {
         }
     }
 
-    init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String, streams: Bool) {
+    init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String, streams: Bool, limit: RateLimiter.Pending? = nil) {
         // Read before the head moves in (after, reading it would copy the head).
         keepAlive = requestHead.keepsAlive
         self.requestHead = requestHead
@@ -62,5 +62,6 @@ final class Call {
         self.route = route
         self.requestID = requestID
         self.streams = streams
+        self.limit = limit
     }
 }

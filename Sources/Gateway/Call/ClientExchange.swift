@@ -164,9 +164,9 @@ final class ClientExchange {
         }
         let retry = admitted.upgrade == nil ? RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: true) : nil
         // Moved into the call: a copy would retain each of its strings and arrays.
-        let call = Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: false)
-        call.limit = admitted.limit
-        return Start(call: call, retry: retry)
+        return Start(call: Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: false,
+                                limit: admitted.limit),
+                     retry: retry)
     }
 
     /// The body goes upstream as it arrives: the client's framing (length or
@@ -186,9 +186,9 @@ final class ClientExchange {
         }
         self.client.setReading(false)
         let retry = RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: false)
-        let call = Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, streams: true)
-        call.limit = admitted.limit
-        return Start(call: call, retry: retry)
+        return Start(call: Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, streams: true,
+                                limit: admitted.limit),
+                     retry: retry)
     }
 
     private func clientInfo(_ headers: HeaderList) -> ClientInfo {

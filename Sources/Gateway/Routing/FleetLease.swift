@@ -28,6 +28,9 @@ struct FleetLease: Sendable {
         /// is decided again once the refill with id `for` has its answer
         /// (`refill`, when not nil, is to be sent first).
         case waits(for: UInt64, refill: Refill?)
+        /// The store did not answer the last refill: the route's
+        /// `on_store_failure` decides, and `refill` asks again.
+        case unanswered(refill: Refill?)
 
         /// The refill to send, if any.
         var refill: Refill? {
@@ -35,9 +38,6 @@ struct FleetLease: Sendable {
             case .allowed(let refill), .refused(_, let refill), .unanswered(let refill), .waits(_, let refill): refill
             }
         }
-        /// The store did not answer the last refill: the route's
-        /// `on_store_failure` decides, and `refill` asks again.
-        case unanswered(refill: Refill?)
     }
 
     private(set) var tokens = 0
