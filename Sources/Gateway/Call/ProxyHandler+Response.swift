@@ -48,41 +48,36 @@ extension ProxyHandler {
         case .forward:
             judgeTry(status >= 500 ? .status5xx : nil)
         }
-        writeHead(consume upstreamHead)
+        forward(consume upstreamHead)
     }
 
-    /// The response's head goes to the client, edited in place: handed over,
-    /// not shared, it is not copied. Returns false when a filter answered
-    /// instead (the upstream's answer is dropped with its connection).
-    /// `prepared`: edited for the client and through the route's filters already (with its body).
-    @discardableResult
-    func writeHead(_ upstreamHead: consuming ResponseHead, prepared: Bool = false) -> Bool {
-        guard let call else { return false }
+    /// The answer's head goes to the client, edited in place (handed over,
+    /// not shared, it is not copied), then what was held of its body; the
+    /// rest streams after it. The route's filters see the head, and the
+    /// body when it is `whole` (one too large to hold streams past them);
+    /// when a filter answers instead, the upstream's answer is dropped with
+    /// its connection.
+    func forward(_ upstreamHead: consuming ResponseHead, held: [UInt8] = [], whole: Bool = false) {
+        guard let call else { return }
         // Moved, not copied: a second reference would make its first edit copy every field.
         var head = consume upstreamHead
-        if !prepared {
-            prepare(&head, call)
-            var none: [UInt8]?
-            if call.filters != nil, let answer = filterResponse(&head, body: &none, call) {
-                replaceResponse(with: answer, call)
-                return false
+        head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || front.exchange.quiescing)
+        var body = held
+        if call.filters != nil {
+            var seen: [UInt8]? = whole ? held : nil
+            if let answer = filterResponse(&head, body: &seen, call) {
+                call.connection?.abandon()
+                return self.answer(answer)
             }
+            if let seen { body = seen }
         }
         machine.responseHeadForwarded()
         call.perTryTimer?.cancel()
         client.write(.head(head))
-        return true
-    }
-
-    private func prepare(_ head: inout ResponseHead, _ call: Call) {
-        head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || front.exchange.quiescing)
-    }
-
-    /// A filter answered instead of the upstream: its connection, which may
-    /// still carry the rest of the upstream's answer, is dropped.
-    private func replaceResponse(with answer: OwnAnswer, _ call: Call) {
-        call.connection?.abandon()
-        self.answer(answer)
+        if !body.isEmpty {
+            front.record.log.bytes += body.count
+            client.write(.body(client.allocator.buffer(bytes: body)))
+        }
     }
 
     /// The built-in echo answers a call that went through the route's
@@ -101,7 +96,7 @@ extension ProxyHandler {
         guard let call, !machine.isDraining else { return }
         if machine.isHolding {
             if let held = machine.heldBody(buffer, limit: shared.config.limits.maxResponseBodyBytes) {
-                releaseHeldResponse(held.head, body: held.body, whole: false)
+                forward(held.head, held: held.body)
             }
             return
         }
@@ -121,7 +116,7 @@ extension ProxyHandler {
         case .judgeHeld(let head, let body):
             let status = Int(head.status.code)
             if decide(.response(status: status, headers: head.headers, body: body), upstreamStatus: status, responseComplete: true) { return }
-            releaseHeldResponse(head, body: body, whole: true)
+            forward(head, held: body, whole: true)
         case .finish:
             break
         }
@@ -129,26 +124,6 @@ extension ProxyHandler {
         endStreaming()
         front.writeRecord(status: front.record.log.upstreamStatus ?? 0, outcome: "ok")
         front.finishExchange(keepAlive: call.keepAlive)
-    }
-
-    /// Lets a held answer through as it is: its head, what was held of the
-    /// body, and from now on the rest as it arrives (too large to hold, or
-    /// the validators accepted it).
-    func releaseHeldResponse(_ head: ResponseHead, body: [UInt8], whole: Bool) {
-        var head = head, body = body
-        // The route's filters read the whole body (not one too large to hold: it streams past them).
-        let filtersBody = whole && call?.filters != nil
-        if filtersBody, let call {
-            prepare(&head, call)
-            var held: [UInt8]? = body
-            if let answer = filterResponse(&head, body: &held, call) { return replaceResponse(with: answer, call) }
-            body = held ?? body
-        }
-        guard writeHead(head, prepared: filtersBody) else { return }
-        if !body.isEmpty {
-            front.record.log.bytes += body.count
-            client.write(.body(client.allocator.buffer(bytes: body)))
-        }
     }
 
     /// The answer through the route's filters (see `FilterRun.response`):
