@@ -40,7 +40,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     guard let context = try? vm.open(exchange) else { return 0 }
     defer { vm.close(context) }
     vm.effectiveContext = context
-    let size = UInt32(vm.memory?.memory.byteCount ?? 0)
+    let size = UInt32(vm.memory?.byteCount ?? 0)
     // 1 byte picks the function, then 8 arguments of 4 bytes; the first byte of each argument says how to read it.
     var offset = 0
     while offset + 33 <= input.count {

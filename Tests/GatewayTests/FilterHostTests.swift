@@ -27,10 +27,14 @@ import WasmKit
     let lines = Lines()
     let shared = FilterSharedState(factory: NOOPMetricsHandler.instance)
 
+    /// `engine`: the suite's tests run on both, but for the memory cap, which each engine meets its own way.
     func vm(_ wat: String = WasmFilter.wat(""), configuration: String = "cfg", maxMemory: Int = 1 << 20,
-            environment: [(name: String, value: String)] = [], ticks: NIOLockedValueBox<[Duration]>? = nil) throws -> FilterVM {
-        let filter = FilterConfig(name: "t", wasm: "t.wasm", configuration: Array(configuration.utf8), rootID: "root-1", failOpen: false,
-                                  fuel: 1_000_000, maxMemory: maxMemory, environment: environment, module: try FilterModule(bytes: try wat2wasm(wat)))
+            environment: [(name: String, value: String)] = [], ticks: NIOLockedValueBox<[Duration]>? = nil,
+            engine: FilterTests.Engine = .interpreter) throws -> FilterVM {
+        let bytes = try wat2wasm(wat)
+        var filter = FilterConfig(name: "t", wasm: "t.wasm", configuration: Array(configuration.utf8), rootID: "root-1", failOpen: false,
+                                  fuel: 1_000_000, maxMemory: maxMemory, environment: environment, module: try FilterModule(bytes: bytes))
+        if engine == .compiled { filter.engine = .compiled(library: try FilterCompiler.library(for: bytes)) }
         let lines = lines
         var services = FilterServices(logger: Logger(label: "filters") { _ in lines }, shared: shared)
         if let ticks { services.scheduleTick = { _, period in ticks.withLockedValue { $0.append(period) } } }
@@ -69,8 +73,8 @@ import WasmKit
     static let ok: Int32 = 0, notFound: Int32 = 1, badArgument: Int32 = 2, parseFailure: Int32 = 4, invalidMemory: Int32 = 6, empty: Int32 = 7,
         casMismatch: Int32 = 8, unimplemented: Int32 = 12
 
-    @Test func headerMapsAreReadAndEditedCaseInsensitively() throws {
-        let vm = try vm()
+    @Test(arguments: FilterTests.Engine.allCases) func headerMapsAreReadAndEditedCaseInsensitively(_ engine: FilterTests.Engine) throws {
+        let vm = try vm(engine: engine)
         let exchange = try call(vm)
         #expect(try host(vm, "proxy_get_header_map_pairs", 0, 1000, 1004) == Self.ok)
         let pairs = try #require(ProxyWasm.deserialize(handed(vm)))
@@ -93,7 +97,7 @@ import WasmKit
         #expect(exchange.requestHeaders.map(\.name) == ["a", "b"])
         #expect(try host(vm, "proxy_set_header_map_pairs", 0, 3000, UInt32(map.count - 1)) == Self.parseFailure)
         #expect(try host(vm, "proxy_get_header_map_pairs", 9, 1000, 1004) == Self.badArgument)
-        let end = UInt32(vm.memory!.memory.byteCount)
+        let end = UInt32(vm.memory!.byteCount)
         #expect(try host(vm, "proxy_get_header_map_value", 0, end - 2, 5, 1000, 1004) == Self.invalidMemory)
         #expect(try host(vm, "proxy_get_header_map_pairs", 0, end - 2, 1004) == Self.invalidMemory)
         #expect(try host(vm, "proxy_add_header_map_value", 0, 0xFFFF_FFF0, 0xFFFF, 2100, value) == Self.invalidMemory)
@@ -105,8 +109,8 @@ import WasmKit
         #expect(exchange.requestHeaders.map(\.name) == ["a", "b"])
     }
 
-    @Test func buffersAreSlicedReplacedAndMeasured() throws {
-        let vm = try vm(configuration: "{\"k\":1}")
+    @Test(arguments: FilterTests.Engine.allCases) func buffersAreSlicedReplacedAndMeasured(_ engine: FilterTests.Engine) throws {
+        let vm = try vm(configuration: "{\"k\":1}", engine: engine)
         let exchange = try call(vm, body: "hello world")
         #expect(try host(vm, "proxy_get_buffer_bytes", 0, 6, 100, 1000, 1004) == Self.ok && text(vm) == "world")
         #expect(try host(vm, "proxy_get_buffer_bytes", 0, 0, 5, 1000, 1004) == Self.ok && text(vm) == "hello")
@@ -122,8 +126,8 @@ import WasmKit
         #expect(try host(vm, "proxy_get_buffer_bytes", 42, 0, 1, 1000, 1004) == Self.badArgument)
     }
 
-    @Test func propertiesUseEnvoysNames() throws {
-        let vm = try vm()
+    @Test(arguments: FilterTests.Engine.allCases) func propertiesUseEnvoysNames(_ engine: FilterTests.Engine) throws {
+        let vm = try vm(engine: engine)
         _ = try call(vm)
         func property(_ path: String) throws -> (Int32, [UInt8]) {
             let size = put(vm, path.replacingOccurrences(of: ".", with: "\u{0}"), at: 2000)
@@ -146,8 +150,8 @@ import WasmKit
         #expect(try property("my.flag").1 == Array("on".utf8))
     }
 
-    @Test func sharedDataComparesAndSetsAndQueuesHandOver() throws {
-        let vm = try vm()
+    @Test(arguments: FilterTests.Engine.allCases) func sharedDataComparesAndSetsAndQueuesHandOver(_ engine: FilterTests.Engine) throws {
+        let vm = try vm(engine: engine)
         let key = put(vm, "counter", at: 2000)
         let one = put(vm, "1", at: 2100)
         #expect(try host(vm, "proxy_get_shared_data", 2000, key, 1000, 1004, 1008) == Self.notFound)
@@ -173,8 +177,8 @@ import WasmKit
         #expect(try host(vm, "proxy_dequeue_shared_queue", 999, 1000, 1004) == Self.notFound)
     }
 
-    @Test func metricsCountAndRead() throws {
-        let vm = try vm()
+    @Test(arguments: FilterTests.Engine.allCases) func metricsCountAndRead(_ engine: FilterTests.Engine) throws {
+        let vm = try vm(engine: engine)
         let name = put(vm, "hits", at: 2000)
         #expect(try host(vm, "proxy_define_metric", 0, 2000, name, 1100) == Self.ok)
         let counter = vm.memory!.readUInt32(1100)!
@@ -186,8 +190,8 @@ import WasmKit
         #expect(try host(vm, "proxy_get_metric", 999, 1200) == Self.notFound)
     }
 
-    @Test func logsAndStandardStreamsGoToTheOperationalLogUnderTheFiltersName() throws {
-        let vm = try vm()
+    @Test(arguments: FilterTests.Engine.allCases) func logsAndStandardStreamsGoToTheOperationalLogUnderTheFiltersName(_ engine: FilterTests.Engine) throws {
+        let vm = try vm(engine: engine)
         let message = put(vm, "hello from the filter", at: 2000)
         #expect(try host(vm, "proxy_log", 3, 2000, message) == Self.ok)
         // fd_write: one iovec {2000, size} at 3000.
@@ -200,8 +204,8 @@ import WasmKit
         #expect(try host(vm, "proxy_get_log_level", 1200) == Self.ok && vm.memory!.readUInt32(1200) == 0)
     }
 
-    @Test func wasiGivesClocksRandomnessAndOnlyTheAllowedEnvironment() throws {
-        let vm = try vm(environment: [("REGION", "eu-1")])
+    @Test(arguments: FilterTests.Engine.allCases) func wasiGivesClocksRandomnessAndOnlyTheAllowedEnvironment(_ engine: FilterTests.Engine) throws {
+        let vm = try vm(environment: [("REGION", "eu-1")], engine: engine)
         let wasi = "wasi_snapshot_preview1"
         #expect(try host(vm, "environ_sizes_get", 1000, 1004, module: wasi) == 0)
         #expect(vm.memory!.readUInt32(1000) == 1 && vm.memory!.readUInt32(1004) == 12)
@@ -215,8 +219,8 @@ import WasmKit
         #expect(throws: FilterExit.self) { try host(vm, "proc_exit", 3, module: wasi) }
     }
 
-    @Test func streamsLocalResponsesAndContextsAnswerWithTheSpecsStatuses() throws {
-        let vm = try vm()
+    @Test(arguments: FilterTests.Engine.allCases) func streamsLocalResponsesAndContextsAnswerWithTheSpecsStatuses(_ engine: FilterTests.Engine) throws {
+        let vm = try vm(engine: engine)
         let exchange = try call(vm)
         let details = put(vm, "nope", at: 2000)
         #expect(try host(vm, "proxy_send_local_response", 99, 2000, details, 2000, details, 0, 0, 0) == Self.badArgument)
@@ -262,7 +266,7 @@ import WasmKit
         }
     }
 
-    @Test func ticksAreScheduledAndAnOlderABIsCallbacksGetTheirOwnArguments() throws {
+    @Test(arguments: FilterTests.Engine.allCases) func ticksAreScheduledAndAnOlderABIsCallbacksGetTheirOwnArguments(_ engine: FilterTests.Engine) throws {
         let ticks = NIOLockedValueBox<[Duration]>([])
         let ticking = WasmFilter.wat(
             imports: #"(import "env" "proxy_set_tick_period_milliseconds" (func $tick (param i32) (result i32)))"#,
@@ -272,7 +276,7 @@ import WasmKit
             (func (export "proxy_on_tick") (param i32) (global.set $ticks (i32.add (global.get $ticks) (i32.const 1)))
               (i32.store (i32.const 500) (global.get $ticks)))
             """)
-        let vm = try vm(ticking, ticks: ticks)
+        let vm = try vm(ticking, ticks: ticks, engine: engine)
         #expect(ticks.withLockedValue { $0 } == [.milliseconds(250)])
         #expect(vm.tick() && vm.tick() && vm.memory!.readUInt32(500) == 2)
         // v0.1.0: proxy_on_request_headers takes (context, headers), and the marker differs.
@@ -283,7 +287,7 @@ import WasmKit
               (func (export "proxy_on_request_headers") (param i32 i32) (result i32)
                 (i32.store (i32.const 100) (local.get 0)) (i32.store (i32.const 104) (local.get 1)) (i32.const 0)))
             """
-        let legacy = try self.vm(old)
+        let legacy = try self.vm(old, engine: engine)
         #expect(legacy.filter.module.abiVersion == "proxy_abi_version_0_1_0")
         #expect(try legacy.call(.requestHeaders, [5, 3, 1]) == 0)
         #expect(legacy.memory!.readUInt32(100) == 5 && legacy.memory!.readUInt32(104) == 3)

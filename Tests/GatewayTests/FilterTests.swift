@@ -1,12 +1,23 @@
 import Foundation
 import Testing
+import WAT
 @testable import Gateway
 
 /// Proxy-Wasm filters, written in WAT, loaded from a config and run on
 /// calls: what reached a real upstream socket, and what the client got.
 @Suite(.ownThreads) struct FilterTests {
-    static func config(_ filters: [(name: String, wat: String, extra: String)], routes: String, upstreams: String) throws -> String {
-        let declared = try filters.map { "  \($0.name): {wasm: \(try WasmFilter.file($0.wat))\($0.extra)}" }.joined(separator: "\n")
+    /// Each call test runs on both engines: WasmKit's interpreter and the module compiled (wasm2c and cc).
+    enum Engine: String, CaseIterable, CustomTestStringConvertible {
+        case interpreter, compiled
+
+        /// The filter's config keys for it.
+        var key: String { self == .compiled ? ", engine: compiled" : "" }
+        var testDescription: String { rawValue }
+    }
+
+    static func config(_ filters: [(name: String, wat: String, extra: String)], routes: String, upstreams: String,
+                       engine: Engine = .interpreter) throws -> String {
+        let declared = try filters.map { "  \($0.name): {wasm: \(try WasmFilter.file($0.wat))\($0.extra)\(engine.key)}" }.joined(separator: "\n")
         return """
             listeners: [{address: 127.0.0.1:0}]
             upstreams:
@@ -58,12 +69,55 @@ import Testing
         }
     }
 
-    @Test func aFilterSignsTheRequestThatReachesTheUpstreamOverHTTP1AndH2c() async throws {
+    @Test func aCompiledFilterIsCheckedWithItsFileLineAndKey() throws {
+        let path = try WasmFilter.file(WasmFilter.sign)
+        func loadError(_ keys: String) -> String {
+            do {
+                _ = try ConfigLoader.load(yaml: """
+                    listeners: [{address: 127.0.0.1:0}]
+                    filters:
+                      f: {wasm: \(path)\(keys)}
+                    routes: [{name: r, upstream: echo, filters: [f]}]
+                    """, file: "gw.yaml")
+                return ""
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(loadError(", engine: compiled") == "")
+        let fuel = loadError(", engine: compiled, fuel: 5000")
+        #expect(fuel.contains("gw.yaml:3") && fuel.contains("filters.f.fuel") && fuel.contains("runs unmetered"), "\(fuel)")
+        // The module's two pages are past a one-page cap.
+        let memory = loadError(", engine: compiled, max_memory: 65536")
+        #expect(memory.contains("gw.yaml:3") && memory.contains("max_memory reached"), "\(memory)")
+        let unknown = loadError(", engine: jit")
+        #expect(unknown.contains("gw.yaml:3") && unknown.contains("filters.f.engine"), "\(unknown)")
+    }
+
+    /// Code is loaded from the cache: one that others can write is not used.
+    @Test func aCacheDirectoryOthersCanWriteIsRefused() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("cache-\(UUID())").path
+        let bytes = try wat2wasm(WasmFilter.sign)
+        let built = try FilterCompiler.library(for: bytes, environment: ["XDG_CACHE_HOME": root])
+        #expect(built.hasPrefix("\(root)/gatewayd/filters/") && FileManager.default.fileExists(atPath: built))
+        chmod("\(root)/gatewayd/filters", 0o777)
+        #expect(throws: FilterCompiler.Failure.self) { try FilterCompiler.library(for: bytes, environment: ["XDG_CACHE_HOME": root]) }
+        chmod("\(root)/gatewayd/filters", 0o700)
+        chmod("\(root)/gatewayd", 0o777)
+        do {
+            _ = try FilterCompiler.library(for: bytes, environment: ["XDG_CACHE_HOME": root])
+            Issue.record("a parent others can write is refused")
+        } catch {
+            #expect(error.description.contains("\(root)/gatewayd is not gatewayd's own"))
+        }
+    }
+
+    @Test(arguments: Engine.allCases) func aFilterSignsTheRequestThatReachesTheUpstreamOverHTTP1AndH2c(_ engine: Engine) async throws {
         let upstream = RecordingUpstream()
         let port = try await upstream.start()
         let gateway = try await GatewayHarness.start(try Self.config(
             [("sign", WasmFilter.sign, "")], routes: "  - {name: app, upstream: app, filters: [sign]}",
-            upstreams: "  app: {url: http://127.0.0.1:\(port)}"))
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
         let http1 = try rawExchange(port: gateway.port, Array("GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
         #expect(http1.hasPrefix("HTTP/1.1 200"))
         let h2c = try curl(["-s", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/b"])
@@ -73,7 +127,7 @@ import Testing
         #expect(requests.allSatisfy { $0.header("x-signed") == ["yes"] })
     }
 
-    @Test func aLocalResponseAnswersTheClientAndNothingReachesTheUpstream() async throws {
+    @Test(arguments: Engine.allCases) func aLocalResponseAnswersTheClientAndNothingReachesTheUpstream(_ engine: Engine) async throws {
         let headers = WasmFilter.map([("x-why", "policy")])
         let deny = WasmFilter.wat(
             imports: #"(import "env" "proxy_send_local_response" (func $local (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))"#,
@@ -88,7 +142,7 @@ import Testing
         let port = try await upstream.start()
         let gateway = try await GatewayHarness.start(try Self.config(
             [("deny", deny, "")], routes: "  - {name: app, upstream: app, filters: [deny]}",
-            upstreams: "  app: {url: http://127.0.0.1:\(port)}"))
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
         for http2 in [false, true] {
             let answer = try curl(["-s", "-i"] + (http2 ? ["--http2-prior-knowledge"] : []) + ["\(gateway.base)/secret"])
             #expect(answer.text.contains(" 403") && answer.text.contains("x-why: policy") && answer.text.hasSuffix("no entry"))
@@ -96,25 +150,33 @@ import Testing
         #expect(upstream.requests.isEmpty)
     }
 
-    @Test func aTrapOrAnEndlessLoopFailsOnlyItsCallAndTheVMIsRebuilt() async throws {
+    /// A compiled filter has no fuel: only the interpreter's is stopped in an endless loop.
+    @Test(arguments: Engine.allCases) func aTrapOrAnEndlessLoopFailsOnlyItsCallAndTheVMIsRebuilt(_ engine: Engine) async throws {
         let trap = WasmFilter.wat("""
             (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) unreachable)
             """)
         let spin = WasmFilter.wat("""
             (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) (loop $forever (br $forever)) (i32.const 0))
             """)
+        // A host function's failure unwinds the guest: proc_exit ends the VM.
+        let exit = WasmFilter.wat(imports: #"(import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))"#, """
+            (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) (call $exit (i32.const 3)) (i32.const 0))
+            """)
+        let spins = engine == .interpreter
         let upstream = RecordingUpstream()
         let port = try await upstream.start()
         let gateway = try await GatewayHarness.start(try Self.config(
-            [("trap", trap, ""), ("spin", spin, ", fuel: 200000"), ("sign", WasmFilter.sign, ""), ("open", trap, ", fail_open: true")],
+            [("trap", trap, ""), ("exit", exit, ""), ("sign", WasmFilter.sign, ""), ("open", trap, ", fail_open: true")]
+                + (spins ? [("spin", spin, ", fuel: 200000")] : []),
             routes: """
               - {name: trapped, match: {prefix: /trap}, upstream: app, filters: [trap]}
-              - {name: spinning, match: {prefix: /spin}, upstream: app, filters: [spin]}
+              - {name: exits, match: {prefix: /exit}, upstream: app, filters: [exit]}
               - {name: open, match: {prefix: /open}, upstream: app, filters: [open]}
+            \(spins ? "  - {name: spinning, match: {prefix: /spin}, upstream: app, filters: [spin]}" : "")
               - {name: fine, upstream: app, filters: [sign]}
             """,
-            upstreams: "  app: {url: http://127.0.0.1:\(port)}"))
-        for path in ["/trap", "/trap", "/spin", "/spin"] {
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
+        for path in ["/trap", "/trap", "/exit", "/exit"] + (spins ? ["/spin", "/spin"] : []) {
             let answer = try curl(["-s", "-i", "\(gateway.base)\(path)"])
             #expect(answer.text.hasPrefix("HTTP/1.1 500") && answer.text.contains("filter-failed"), "\(path): \(answer.text)")
             let served = try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/fine"])
@@ -123,10 +185,10 @@ import Testing
         // fail_open: the call goes on unfiltered.
         let open = try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/open"])
         #expect(open.text == "200")
-        #expect(upstream.requests.map(\.uri) == ["/fine", "/fine", "/fine", "/fine", "/open"])
+        #expect(upstream.requests.map(\.uri) == Array(repeating: "/fine", count: spins ? 6 : 4) + ["/open"])
     }
 
-    @Test func aFilterPausesForAnAuthCallAndContinuesOrRefusesOnItsAnswer() async throws {
+    @Test(arguments: Engine.allCases) func aFilterPausesForAnAuthCallAndContinuesOrRefusesOnItsAnswer(_ engine: Engine) async throws {
         let call = WasmFilter.map([(":method", "GET"), (":path", "/check"), (":authority", "auth")])
         let callSize = 4 + 3 * 8 + (7 + 1 + 3 + 1) + (5 + 1 + 6 + 1) + (10 + 1 + 4 + 1)
         let auth = WasmFilter.wat(
@@ -156,7 +218,7 @@ import Testing
         let appPort = try await app.start()
         let gateway = try await GatewayHarness.start(try Self.config(
             [("auth", auth, "")], routes: "  - {name: app, upstream: app, filters: [auth]}",
-            upstreams: "  app: {url: http://127.0.0.1:\(appPort)}\n  auth: {url: http://127.0.0.1:\(authPort)}"))
+            upstreams: "  app: {url: http://127.0.0.1:\(appPort)}\n  auth: {url: http://127.0.0.1:\(authPort)}", engine: engine))
         for http2 in [false, true] {
             let flags = ["-s", "-o", "/dev/null", "-w", "%{http_code}"] + (http2 ? ["--http2-prior-knowledge"] : [])
             #expect(try curl(flags + ["\(gateway.base)/allowed"]).text == "200")
@@ -166,7 +228,7 @@ import Testing
         #expect(app.requests.map(\.uri) == ["/allowed", "/allowed"])
     }
 
-    @Test func aFilterRewritesTheJSONBodyAndItsLengthFollows() async throws {
+    @Test(arguments: Engine.allCases) func aFilterRewritesTheJSONBodyAndItsLengthFollows(_ engine: Engine) async throws {
         let rewrite = WasmFilter.wat(
             imports: #"(import "env" "proxy_set_buffer_bytes" (func $set (param i32 i32 i32 i32 i32) (result i32)))"#,
             data: #"(data (i32.const 100) "{\"rewritten\":true}")"#,
@@ -180,7 +242,7 @@ import Testing
         let port = try await upstream.start()
         let gateway = try await GatewayHarness.start(try Self.config(
             [("rewrite", rewrite, "")], routes: "  - {name: app, upstream: app, filters: [rewrite]}",
-            upstreams: "  app: {url: http://127.0.0.1:\(port)}"))
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
         for http2 in [false, true] {
             let flags = ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Content-Type: application/json", "--data-binary",
                          #"{"original":"a much longer body than the new one"}"#] + (http2 ? ["--http2-prior-knowledge"] : [])
@@ -191,7 +253,7 @@ import Testing
         #expect(requests.allSatisfy { String(decoding: $0.body, as: UTF8.self) == #"{"rewritten":true}"# && $0.header("Content-Length") == ["18"] })
     }
 
-    @Test func aFilterEditsTheResponseHead() async throws {
+    @Test(arguments: Engine.allCases) func aFilterEditsTheResponseHead(_ engine: Engine) async throws {
         let edit = WasmFilter.wat(
             imports: """
                 (import "env" "proxy_add_header_map_value" (func $add (param i32 i32 i32 i32 i32) (result i32)))
@@ -208,14 +270,14 @@ import Testing
         let port = try await upstream.start()
         let gateway = try await GatewayHarness.start(try Self.config(
             [("edit", edit, "")], routes: "  - {name: app, upstream: app, filters: [edit]}",
-            upstreams: "  app: {url: http://127.0.0.1:\(port)}"))
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
         for http2 in [false, true] {
             let answer = try curl(["-s", "-i"] + (http2 ? ["--http2-prior-knowledge"] : []) + ["\(gateway.base)/x"]).text.lowercased()
             #expect(answer.contains("x-filtered: 1") && !answer.contains("x-internal") && answer.hasSuffix("hello"), "\(answer)")
         }
     }
 
-    @Test func aFilterRewritesTheResponseBodyAndItsLengthFollows() async throws {
+    @Test(arguments: Engine.allCases) func aFilterRewritesTheResponseBodyAndItsLengthFollows(_ engine: Engine) async throws {
         let redact = WasmFilter.wat(
             imports: #"(import "env" "proxy_set_buffer_bytes" (func $set (param i32 i32 i32 i32 i32) (result i32)))"#,
             data: #"(data (i32.const 100) "{\"redacted\":true}")"#,
@@ -230,14 +292,14 @@ import Testing
         let port = try await upstream.start()
         let gateway = try await GatewayHarness.start(try Self.config(
             [("redact", redact, "")], routes: "  - {name: app, upstream: app, filters: [redact]}",
-            upstreams: "  app: {url: http://127.0.0.1:\(port)}"))
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
         for http2 in [false, true] {
             let answer = try curl(["-s", "-i"] + (http2 ? ["--http2-prior-knowledge"] : []) + ["\(gateway.base)/card"]).text
             #expect(answer.hasSuffix(#"{"redacted":true}"#) && answer.lowercased().contains("content-length: 17"), "\(answer)")
         }
     }
 
-    @Test func aFiltersMetricIsOnTheAdminEndpoint() async throws {
+    @Test(arguments: Engine.allCases) func aFiltersMetricIsOnTheAdminEndpoint(_ engine: Engine) async throws {
         let count = WasmFilter.wat(
             imports: """
                 (import "env" "proxy_define_metric" (func $define (param i32 i32 i32 i32) (result i32)))
@@ -255,7 +317,7 @@ import Testing
             listeners: [{address: 127.0.0.1:0}]
             admin: {address: 127.0.0.1:0}
             filters:
-              count: {wasm: \(try WasmFilter.file(count))}
+              count: {wasm: \(try WasmFilter.file(count))\(engine.key)}
             routes: [{name: echoed, upstream: echo, filters: [count]}]
             """)
         defer { gateway.stop() }
@@ -315,7 +377,7 @@ import Testing
     /// Debian's clang, lld and wasi-libc (scripts/test installs them).
     static let clang = ["/usr/bin/clang-14", "/usr/bin/clang"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
-    @Test func aFilterWrittenInCAndBuiltHereSignsWhatReachesTheUpstream() async throws {
+    @Test(arguments: Engine.allCases) func aFilterWrittenInCAndBuiltHereSignsWhatReachesTheUpstream(_ engine: Engine) async throws {
         let clang = try #require(Self.clang, "clang with wasm32-wasi (apt install clang lld wasi-libc libclang-rt-14-dev-wasm32)")
         let sources = ConfigFilesTests.root.appendingPathComponent("config/examples/filters")
         let built = FileManager.default.temporaryDirectory.appendingPathComponent("sign-\(UUID()).wasm").path
@@ -330,7 +392,7 @@ import Testing
         let gateway = try await GatewayHarness.start("""
             listeners: [{address: 127.0.0.1:0}]
             upstreams: {orders: {url: http://127.0.0.1:\(port)}}
-            filters: {sign: {wasm: \(built), configuration: k1}}
+            filters: {sign: {wasm: \(built), configuration: k1\(engine.key)}}
             routes: [{name: orders, upstream: orders, filters: [sign]}]
             """)
         #expect(try curl(["-s", "-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/orders/7"]).text == "200")

@@ -5,7 +5,7 @@ import Logging
 import Yams
 
 extension ConfigReader {
-    /// `filters: {NAME: {wasm, configuration, root_id, fail_open, fuel, max_memory, environment}}`:
+    /// `filters: {NAME: {wasm, engine, configuration, root_id, fail_open, fuel, max_memory, environment}}`:
     /// each module is loaded, and its root context started and configured,
     /// here, so `check` and a reload report a broken filter with its line.
     func readFilters(_ node: Node, _ path: String) -> [FilterConfig] {
@@ -14,7 +14,7 @@ extension ConfigReader {
     }
 
     private func readFilter(_ name: String, _ node: Node, _ path: String) -> FilterConfig? {
-        guard let fields = mapping(node, path, known: ["wasm", "configuration", "root_id", "fail_open", "fuel", "max_memory", "environment"])
+        guard let fields = mapping(node, path, known: ["wasm", "engine", "configuration", "root_id", "fail_open", "fuel", "max_memory", "environment"])
         else { return nil }
         defer { fields.finish() }
         guard let wasmNode = fields.take("wasm"), let wasm = string(wasmNode, fields.path("wasm")) else {
@@ -33,8 +33,13 @@ extension ConfigReader {
         if let n = fields.take("root_id"), let v = string(n, fields.path("root_id")) { rootID = v }
         var failOpen = false
         if let n = fields.take("fail_open"), let v = bool(n, fields.path("fail_open")) { failOpen = v }
+        let engineNode = fields.take("engine")
+        let compiled = engineNode.flatMap { oneOf($0, fields.path("engine"), FilterEngineName.self) } == .compiled
         var fuel = FilterConfig.defaultFuel
-        if let n = fields.take("fuel"), let v = int(n, fields.path("fuel"), in: 1000...Int.max) { fuel = UInt64(v) }
+        if let n = fields.take("fuel"), let v = int(n, fields.path("fuel"), in: 1000...Int.max) {
+            fuel = UInt64(v)
+            if compiled { report(n, fields.path("fuel"), "a compiled filter runs unmetered: remove fuel, or use engine: interpreter") }
+        }
         var maxMemory = FilterConfig.defaultMaxMemory
         if let n = fields.take("max_memory"), let v = int(n, fields.path("max_memory"), in: 65536...(4 << 30)) { maxMemory = v }
         var environment: [(name: String, value: String)] = []
@@ -60,8 +65,16 @@ extension ConfigReader {
             report(wasmNode, fields.path("wasm"), "\(file) \(error)")
             return nil
         }
-        let filter = FilterConfig(name: name, wasm: wasm, configuration: configuration, rootID: rootID, failOpen: failOpen, fuel: fuel,
+        var filter = FilterConfig(name: name, wasm: wasm, configuration: configuration, rootID: rootID, failOpen: failOpen, fuel: fuel,
                                   maxMemory: maxMemory, environment: environment, module: module)
+        if compiled, let engineNode {
+            do {
+                filter.engine = .compiled(library: try FilterCompiler.library(for: [UInt8](data), environment: self.environment))
+            } catch {
+                report(engineNode, fields.path("engine"), "\(file) \(error)")
+                return nil
+            }
+        }
         // Started once here: a module that fails to start or to take its configuration fails the config.
         do {
             _ = try FilterVM.start(filter, services: FilterServices(logger: Logger(label: "gatewayd.filter"), shared: Self.checkState))
@@ -84,4 +97,9 @@ extension ConfigReader {
         }
         return names
     }
+}
+
+/// `filters.NAME.engine`.
+private enum FilterEngineName: String, CaseIterable {
+    case interpreter, compiled
 }

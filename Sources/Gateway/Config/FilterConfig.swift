@@ -1,4 +1,4 @@
-import WasmKit
+@_spi(Fuzzing) import WasmKit
 
 /// A Proxy-Wasm filter the config names (`filters.NAME`): its module,
 /// loaded and checked once, and what each of its VMs is given.
@@ -12,13 +12,23 @@ public struct FilterConfig: Sendable {
     public var rootID: String
     /// A failed filter lets its call through unfiltered instead of failing it with a 500.
     public var failOpen: Bool
-    /// The budget of each callback, in WasmKit fuel (about one per WebAssembly instruction).
+    /// The budget of each callback, in WasmKit fuel (about one per WebAssembly
+    /// instruction); the interpreter's only.
     public var fuel: UInt64
     /// The most linear memory a VM of the filter may grow to.
     public var maxMemory: Int
     /// The environment variables the filter sees (none unless the config names them).
     public var environment: [(name: String, value: String)]
     let module: FilterModule
+    /// What runs the module.
+    public var engine: Engine = .interpreter
+
+    public enum Engine: Sendable, Equatable {
+        /// WasmKit's interpreter: fuel-metered.
+        case interpreter
+        /// Native code built from the module (`FilterCompiler`): the shared object's path.
+        case compiled(library: String)
+    }
 
     public static let defaultFuel: UInt64 = 50_000_000
     public static let defaultMaxMemory = 64 << 20
@@ -30,6 +40,8 @@ struct FilterModule: Sendable {
     /// The ABI version marker it exports, e.g. `proxy_abi_version_0_2_1`.
     let abiVersion: String
     let exports: Set<String>
+    /// A reactor's `main(argc, argv)`, run after `_initialize` (a `main` of another type is not).
+    let hasMain: Bool
 
     /// Why a module cannot be a filter.
     enum Problem: Error, CustomStringConvertible {
@@ -54,6 +66,11 @@ struct FilterModule: Sendable {
             throw .notWebAssembly("\(error)".split(separator: "\n").first.map(String.init) ?? "unreadable")
         }
         exports = Set(module.exports.map(\.name))
+        let parsed = module
+        hasMain = parsed.exports.contains { export in
+            guard export.name == "main", case .function(let index) = export.descriptor else { return false }
+            return parsed.functionType(at: index)?.parameters.count == 2
+        }
         guard let version = ProxyWasm.abiVersions.first(where: exports.contains) else { throw .noABIVersion }
         abiVersion = version
         let unknown = module.imports.compactMap { item -> String? in

@@ -9,19 +9,8 @@
 final class FilterVM {
     let filter: FilterConfig
     let services: FilterServices
-    private let store: Store
-    /// The interpreter's stacks, kept: each invoke otherwise allocates (and
-    /// frees) one of `stackSize` bytes. A callback runs on the first; an
-    /// allocation the host asks for inside it runs on the second.
-    private var stack: ExecutionStack
-    private var nestedStack: ExecutionStack
-    private var depth = 0
-    private var instance: Instance?
+    private var engine: (any FilterEngine)?
     private(set) var memory: GuestMemory?
-    private var allocator: Function?
-    /// The module's callbacks, by `Callback` (nil: not exported), with
-    /// their parameter types (read from the store's interner once, not per call).
-    private var callbacks: [(function: Function, parameters: [ValueType])?] = Array(repeating: nil, count: Callback.allCases.count)
     /// The root (plugin) context's id; HTTP contexts count up from it.
     let rootContext: UInt32 = 1
     private var lastContext: UInt32 = 1
@@ -44,13 +33,6 @@ final class FilterVM {
     private init(filter: FilterConfig, services: FilterServices) {
         self.filter = filter
         self.services = services
-        var configuration = EngineConfiguration(fuelMetering: true)
-        configuration.stackSize = 1 << 18
-        let engine = Engine(configuration: configuration)
-        store = Store(engine: engine)
-        store.resourceLimiter = MemoryCap(bytes: filter.maxMemory)
-        stack = ExecutionStack(engine: engine)
-        nestedStack = ExecutionStack(engine: engine)
     }
 
     /// The module instantiated and started, its root context configured
@@ -63,39 +45,16 @@ final class FilterVM {
     }
 
     private func instantiate() throws(FilterFailure) {
-        var imports = Imports()
-        for item in filter.module.module.imports {
-            guard case .function(let index) = item.descriptor, let type = filter.module.module.functionType(at: index) else {
-                throw FilterFailure(filter.name, "imports \(item.module).\(item.name), which is not a function gatewayd provides")
-            }
-            guard let host = Self.hostFunction(module: item.module, name: item.name) else {
-                throw FilterFailure(filter.name, "imports \(item.module).\(item.name), which gatewayd does not provide")
-            }
-            // The raw form: no array is allocated for the arguments or the result of a call.
-            let wide = type.results.first == .i64
-            imports.define(module: item.module, name: item.name, Function(store: store, parameters: type.parameters, results: type.results) {
-                [unowned self] _, arguments, results in
-                let status = UInt32(bitPattern: try host(self, Arguments(arguments)))
-                if !results.isEmpty { results[0] = wide ? .i64(UInt64(status)) : .i32(status) }
-            })
+        let engine: any FilterEngine = switch filter.engine {
+        case .interpreter: try InterpretedEngine(self)
+        case .compiled(let library): try CompiledEngine(self, library: library)
         }
-        let instance: Instance
-        do {
-            instance = try filter.module.module.instantiate(store: store, imports: imports)
-        } catch {
-            throw FilterFailure(filter.name, "cannot be instantiated: \(FilterFailure.describe(error))")
-        }
-        self.instance = instance
-        guard let memory = instance.exports[memory: "memory"] else { throw FilterFailure(filter.name, "exports no memory") }
-        self.memory = GuestMemory(memory: memory)
-        allocator = instance.exports[function: "proxy_on_memory_allocate"] ?? instance.exports[function: "malloc"]
-        for callback in Callback.allCases {
-            callbacks[callback.rawValue] = instance.exports[function: callback.name].map { ($0, $0.type.parameters) }
-        }
+        self.engine = engine
+        memory = engine.memory
         // A reactor (`_initialize`, then `main` if any) or a command (`_start`).
         if exports(.initialize) {
             try call(.initialize, [])
-            if callbacks[Callback.main.rawValue]?.parameters.count == 2 { try call(.main, [0, 0]) }
+            if filter.module.hasMain { try call(.main, [0, 0]) }
         } else if exports(.start) {
             try call(.start, [])
         }
@@ -136,25 +95,14 @@ final class FilterVM {
     }
 
     /// Whether the module exports a callback.
-    func exports(_ callback: Callback) -> Bool { callbacks[callback.rawValue] != nil }
+    func exports(_ callback: Callback) -> Bool { engine?.exports(callback) ?? false }
 
-    /// Runs `callback` (nil: not exported) with a fresh fuel budget.
-    /// Older ABIs take fewer arguments: only as many as the export declares are passed.
+    /// Runs `callback` (nil: not exported); a failure breaks the VM.
     @discardableResult
     func call(_ callback: Callback, _ arguments: [UInt32]) throws(FilterFailure) -> UInt32? {
         if let broken { throw FilterFailure(filter.name, broken) }
-        guard let (function, parameters) = callbacks[callback.rawValue] else { return nil }
-        var values: [Value] = []
-        values.reserveCapacity(parameters.count)
-        for index in parameters.indices {
-            let argument = index < arguments.count ? arguments[index] : 0
-            values.append(parameters[index] == .i64 ? .i64(UInt64(argument)) : .i32(argument))
-        }
-        store.fuel = Fuel(remaining: filter.fuel)
         do {
-            let results = try invoke(function, values)
-            if case .i32(let value)? = results.first { return value }
-            return results.isEmpty ? nil : 0
+            return try engine?.call(callback, arguments)
         } catch {
             let reason = FilterFailure.describe(error)
             broken = reason
@@ -164,20 +112,8 @@ final class FilterVM {
 
     /// `size` bytes of the guest's memory from its allocator (0 when it failed).
     func allocate(_ size: Int) throws -> UInt32 {
-        guard let allocator, let size = UInt32(exactly: size) else { return 0 }
-        guard case .i32(let address)? = try invoke(allocator, [.i32(size)]).first else { return 0 }
-        return address
-    }
-
-    /// Runs `function` on the kept stack of its depth (a fresh one deeper down).
-    private func invoke(_ function: Function, _ arguments: [Value]) throws -> [Value] {
-        depth += 1
-        defer { depth -= 1 }
-        switch depth {
-        case 1: return try function.invoke(arguments, on: &stack)
-        case 2: return try function.invoke(arguments, on: &nestedStack)
-        default: return try function.invoke(arguments)
-        }
+        guard let engine, let size = UInt32(exactly: size) else { return 0 }
+        return try engine.allocate(size)
     }
 
     /// Hands `bytes` to the guest: copied into memory from its allocator, the
@@ -284,6 +220,14 @@ struct Arguments {
 
     init(_ values: UnsafeBufferPointer<Value>) {
         for value in values.prefix(12) { append(value) }
+    }
+
+    /// A compiled filter's: each argument widened to 64 bits by its glue.
+    init(_ values: UnsafeBufferPointer<UInt64>) {
+        for value in values.prefix(12) {
+            self.values[count] = value
+            count += 1
+        }
     }
 
     init(_ values: [Value]) {

@@ -6,24 +6,47 @@ import WasmKit
 /// process on an access out of bounds), and a failed check is the ABI's
 /// `INVALID_MEMORY_ACCESS`, not a crash.
 struct GuestMemory {
-    let memory: Memory
+    private enum Backing {
+        case interpreter(Memory)
+        /// Read anew at each access: a grow may move it.
+        case compiled(CompiledInstance)
+    }
 
-    /// Whether `count` bytes from `address` lie inside the memory.
-    func contains(_ address: UInt32, count: Int) -> Bool {
-        count >= 0 && Int(address) + count <= memory.byteCount
+    private let backing: Backing
+
+    init(memory: Memory) { backing = .interpreter(memory) }
+
+    init(compiled: CompiledInstance) { backing = .compiled(compiled) }
+
+    var byteCount: Int {
+        switch backing {
+        case .interpreter(let memory): memory.byteCount
+        case .compiled(let instance): instance.memory().count
+        }
+    }
+
+    /// `count` bytes from `address`, or nil when they do not all lie inside the memory.
+    private func withBytes<R>(_ address: UInt32, count: Int, _ body: (UnsafeMutableRawBufferPointer) -> R) -> R? {
+        guard count >= 0 else { return nil }
+        switch backing {
+        case .interpreter(let memory):
+            guard Int(address) + count <= memory.byteCount else { return nil }
+            guard count > 0 else { return body(UnsafeMutableRawBufferPointer(start: nil, count: 0)) }
+            return memory.withUnsafeMutableBufferPointer(offset: UInt(address), count: count, body)
+        case .compiled(let instance):
+            let memory = instance.memory()
+            guard Int(address) + count <= memory.count else { return nil }
+            return body(UnsafeMutableRawBufferPointer(rebasing: memory[Int(address)..<Int(address) + count]))
+        }
     }
 
     func read(_ address: UInt32, count: UInt32) -> [UInt8]? {
-        guard contains(address, count: Int(count)) else { return nil }
-        guard count > 0 else { return [] }
-        return memory.withUnsafeBufferPointer(offset: UInt(address), count: Int(count)) { Array($0) }
+        withBytes(address, count: Int(count)) { Array($0) }
     }
 
     /// Decoded in place (a name or value of up to 15 bytes allocates nothing).
     func readString(_ address: UInt32, count: UInt32) -> String? {
-        guard contains(address, count: Int(count)) else { return nil }
-        guard count > 0 else { return "" }
-        return memory.withUnsafeBufferPointer(offset: UInt(address), count: Int(count)) { String(decoding: $0, as: UTF8.self) }
+        withBytes(address, count: Int(count)) { String(decoding: UnsafeRawBufferPointer($0), as: UTF8.self) }
     }
 
     func write(_ bytes: [UInt8], at address: UInt32) -> Bool {
@@ -31,24 +54,17 @@ struct GuestMemory {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, at address: UInt32) -> Bool {
-        guard contains(address, count: bytes.count) else { return false }
-        guard !bytes.isEmpty else { return true }
-        memory.withUnsafeMutableBufferPointer(offset: UInt(address), count: bytes.count) { $0.copyMemory(from: bytes) }
-        return true
+        withBytes(address, count: bytes.count) { target -> Void in
+            if !bytes.isEmpty { target.copyMemory(from: bytes) }
+        } != nil
     }
 
     /// Little-endian, as Wasm's memory is; stored in place, no array made for it.
     func write<Value: FixedWidthInteger>(_ value: Value, at address: UInt32) -> Bool {
-        let size = MemoryLayout<Value>.size
-        guard contains(address, count: size) else { return false }
-        memory.withUnsafeMutableBufferPointer(offset: UInt(address), count: size) { target in
-            target.storeBytes(of: value.littleEndian, toByteOffset: 0, as: Value.self)
-        }
-        return true
+        withBytes(address, count: MemoryLayout<Value>.size) { $0.storeBytes(of: value.littleEndian, toByteOffset: 0, as: Value.self) } != nil
     }
 
     func readUInt32(_ address: UInt32) -> UInt32? {
-        guard contains(address, count: 4) else { return nil }
-        return memory.withUnsafeBufferPointer(offset: UInt(address), count: 4) { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) }
+        withBytes(address, count: 4) { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) }
     }
 }
