@@ -1,7 +1,8 @@
 // libFuzzer entry: hostile calls into the Proxy-Wasm host. The input picks
 // host functions and their arguments (pointers and lengths near and past
 // the end of the filter's memory) and runs them against a live VM of the
-// example C filter; every access must be checked, none may crash. A
+// example C filter, interpreted or compiled (the input's first byte picks
+// which); every access must be checked, none may crash. A
 // serialized map the input spells must survive a round trip, and so must
 // the request rebuilt from the header map those calls edited.
 import CoreMetrics
@@ -15,16 +16,23 @@ let names = (FilterVM.proxyFunctions.keys.map { ("env", $0) } + FilterVM.wasiFun
     .filter { $0.1 != "proxy_http_call" }.sorted { $0.1 < $1.1 }
 
 // libFuzzer calls in on one thread.
-nonisolated(unsafe) let vm: FilterVM = {
+nonisolated(unsafe) let vms: [FilterVM] = {
     guard let bytes = FileManager.default.contents(atPath: "config/examples/filters/sign.wasm") else {
         fatalError("run from the repository's root: config/examples/filters/sign.wasm is read")
     }
-    let filter = FilterConfig(name: "fuzz", wasm: "sign.wasm", configuration: Array("k".utf8), rootID: "", failOpen: false, fuel: 1_000_000,
+    var filter = FilterConfig(name: "fuzz", wasm: "sign.wasm", configuration: Array("k".utf8), rootID: "", failOpen: false, fuel: 1_000_000,
                               maxMemory: 4 << 20, environment: [("A", "1")], module: try! FilterModule(bytes: [UInt8](bytes)))
     // What the guest logs is formatted, then dropped: stderr is libFuzzer's.
     var logger = Logger(label: "fuzz")
     logger.logLevel = .critical
-    return try! FilterVM.start(filter, services: FilterServices(logger: logger, shared: FilterSharedState(factory: NOOPMetricsHandler.instance)))
+    let services = FilterServices(logger: logger, shared: FilterSharedState(factory: NOOPMetricsHandler.instance))
+    let interpreted = try! FilterVM.start(filter, services: services)
+    do {
+        filter.engine = .compiled(library: try FilterCompiler.library(for: [UInt8](bytes)))
+    } catch {
+        fatalError("the compiled engine needs wasm2c and cc (Debian's wabt and gcc): \(error)")
+    }
+    return [interpreted, try! FilterVM.start(filter, services: services)]
 }()
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -37,6 +45,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let exchange = FilterExchange(requestHeaders: [(":path", "/a"), ("x", "y")], requestBody: Array("body".utf8),
                                   info: FilterCallInfo(route: "r", upstream: "u", requestID: "id", clientAddress: "127.0.0.1",
                                                        localAuthority: "127.0.0.1:1", scheme: "http", proto: "HTTP/1.1", startNanos: 0))
+    let vm = vms[Int(input.first ?? 0) & 1]
     guard let context = try? vm.open(exchange) else { return 0 }
     defer { vm.close(context) }
     vm.effectiveContext = context
