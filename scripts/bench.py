@@ -161,7 +161,7 @@ logging: {{access_log: {access_log}}}
 {f"tracing: {{start: true, export: {{otlp: {{endpoint: 'http://127.0.0.1:{collector_port}'}}}}}}" if spans else ""}
 upstreams: {{up: {{url: "http://127.0.0.1:{upstream_port}", max_connections: 128}},
   two: {{endpoints: ["http://127.0.0.1:{upstream_port}", "http://127.0.0.1:{upstream_port2}"], max_connections: 128}}}}
-filters: {{sign: {{wasm: "{SIGN_WASM}", configuration: bench-key}}}}
+filters: {{sign: {{wasm: "{SIGN_WASM}", configuration: bench-key}}, signc: {{wasm: "{SIGN_WASM}", configuration: bench-key, engine: compiled}}}}
 store: {{redis: {{url: "redis://127.0.0.1:{redis_port}/0"}}}}
 routes:
   - {{name: limited, match: {{path: /limited}}, upstream: up, headers: {{set: {{X-Injected: "1"}}}},
@@ -170,6 +170,7 @@ routes:
      rate_limit: {{requests: 1000000, per: 1s, scope: fleet, lease: 100}}}}
   - {{name: rewrite, match: {{path: /rewrite}}, upstream: up, rewrite: {{method: GET, encoding: query}}}}
   - {{name: filtered, match: {{path: /filtered}}, upstream: up, headers: {{set: {{X-Injected: "1"}}}}, filters: [sign]}}
+  - {{name: compiled, match: {{path: /compiled}}, upstream: up, headers: {{set: {{X-Injected: "1"}}}}, filters: [signc]}}
   - {{name: retry, match: {{path: /always503}}, upstream: up,
      retry: {{attempts: 2, on: [503], backoff: {{strategy: immediate}}}}}}
   - {{name: two, match: {{path: /two}}, upstream: two, headers: {{set: {{X-Injected: "1"}}}}}}
@@ -340,11 +341,14 @@ try:
         # endpoints (round robin), a rewrite (10-key JSON body -> GET query
         # string), and a retrying route whose every try gets 503 (one retry per call).
         # and a Proxy-Wasm filter in C that sets one header (its VM built by the first call: its memory is measured).
-        before_vm = rss_mib(gw)
-        urllib.request.urlopen(f"http://127.0.0.1:{ports['gatewayd']}/filtered").read()
-        vm_mib = rss_mib(gw) - before_vm
+        vm_mib = {}
+        for path in ["/filtered", "/compiled"]:
+            before_vm = rss_mib(gw)
+            urllib.request.urlopen(f"http://127.0.0.1:{ports['gatewayd']}{path}").read()
+            vm_mib[path] = rss_mib(gw) - before_vm
         runs = {"pass-through": ("/", None), "two endpoints": ("/two", None), "rewrite": ("/rewrite", rewrite_lua),
                 "retry (2 tries)": ("/always503", None), "C filter (sets a header)": ("/filtered", None),
+                "C filter, compiled": ("/compiled", None),
                 "local rate limit": ("/limited", None), "fleet rate limit (Redis)": ("/fleet", None)}
         results = {name: [] for name in runs}
         # Commands gatewayd sent (the scripts' own calls inside Redis are not counted).
@@ -365,9 +369,10 @@ try:
         print("|---|---|---|---|---|---|---|")
         for name, (rps, p50, p99, cpu) in med.items():
             print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} | {rps / base_rps:.2f} | {(cpu - base_cpu) / base_cpu:.2f} |")
-        filtered = med["C filter (sets a header)"]
-        print(f"C filter: {filtered[3] - base_cpu:+.1f} µs of CPU per call over pass-through, {filtered[0] / base_rps:.2f}x its req/s; "
-              f"its VM added {vm_mib:.1f} MiB of RSS on the one event loop")
+        for name, path in [("C filter (sets a header)", "/filtered"), ("C filter, compiled", "/compiled")]:
+            filtered = med[name]
+            print(f"{name}: {filtered[3] - base_cpu:+.1f} µs of CPU per call over pass-through, {filtered[0] / base_rps:.2f}x its req/s; "
+                  f"its VM added {vm_mib[path]:.1f} MiB of RSS on the one event loop")
         local, fleet = med["local rate limit"], med["fleet rate limit (Redis)"]
         print(f"fleet rate limit: {fleet[3] / local[3]:.2f}x the local limit's CPU per call, p99 {fleet[2] / local[2]:.2f}x; "
               f"{fleet_commands / max(fleet_calls, 1):.3f} Redis commands per call (lease 100)")
