@@ -1,11 +1,11 @@
 @_spi(Fuzzing) import WasmKit
 
-/// One filter's module instantiated: its own store and linear memory, its
-/// root context configured, and the HTTP contexts of the calls it serves.
-/// One per filter per event loop (as Envoy has one per worker): used only
-/// on its loop, with no lock. Every callback runs on a fresh fuel budget
-/// under the memory cap; a trap, an exhausted budget or the cap reached
-/// breaks the VM, which is dropped and built anew for the next call.
+/// One filter's module instantiated on its engine (`FilterEngine`): its
+/// own linear memory, its root context configured, and the HTTP contexts of
+/// the calls it serves. One per filter per event loop (as Envoy has one per
+/// worker): used only on its loop, with no lock. A trap, an exhausted fuel
+/// budget or the memory cap reached breaks the VM, which is dropped and
+/// built anew for the next call.
 final class FilterVM {
     let filter: FilterConfig
     let services: FilterServices
