@@ -17,6 +17,14 @@ extension FilterVM {
         }
     }
 
+    /// What an engine binds `module.name` to; a module's import gatewayd lacks fails its VM.
+    static func hostFunction(module: String, name: String, for filter: FilterConfig) throws(FilterFailure) -> HostFunction {
+        guard let host = hostFunction(module: module, name: name) else {
+            throw FilterFailure(filter.name, "imports \(module).\(name), which gatewayd does not provide")
+        }
+        return host
+    }
+
     private static func status(_ status: ProxyWasm.Status) -> Int32 { status.rawValue }
 
     static let proxyFunctions: [String: HostFunction] = [

@@ -32,9 +32,7 @@ final class InterpretedEngine: FilterEngine {
             guard case .function(let index) = item.descriptor, let type = filter.module.module.functionType(at: index) else {
                 throw FilterFailure(filter.name, "imports \(item.module).\(item.name), which is not a function gatewayd provides")
             }
-            guard let host = FilterVM.hostFunction(module: item.module, name: item.name) else {
-                throw FilterFailure(filter.name, "imports \(item.module).\(item.name), which gatewayd does not provide")
-            }
+            let host = try FilterVM.hostFunction(module: item.module, name: item.name, for: filter)
             // The raw form: no array is allocated for the arguments or the result of a call.
             let wide = type.results.first == .i64
             imports.define(module: item.module, name: item.name, Function(store: store, parameters: type.parameters, results: type.results) {

@@ -9,6 +9,13 @@
 import asyncio, os, sys, time
 import websockets
 
+# Every wait for the gateway has a deadline: a reply that does not come fails the peer instead of hanging it.
+REPLY_SECONDS = 30
+
+
+async def reply(ws):
+    return await asyncio.wait_for(ws.recv(), REPLY_SECONDS)
+
 
 async def echo(ws, *_):
     async for message in ws:
@@ -24,14 +31,14 @@ async def server():
 async def client(url, mib):
     async with websockets.connect(url, max_size=None) as ws:
         await ws.send("hello")
-        assert await ws.recv() == "hello", "text echo"
+        assert await reply(ws) == "hello", "text echo"
         payload = os.urandom(1024)
         await ws.send(payload)
-        assert await ws.recv() == payload, "binary echo"
+        assert await reply(ws) == payload, "binary echo"
         chunk = os.urandom(1 << 20)
         for _ in range(mib):
             await ws.send(chunk)
-            assert await ws.recv() == chunk, "1 MiB echo"
+            assert await reply(ws) == chunk, "1 MiB echo"
         await ws.close(code=1000, reason="done")
         print(f"ok close={ws.close_code}", flush=True)
 
@@ -43,12 +50,12 @@ async def hold(url, seconds):
         async with websockets.connect(url) as ws:
             while time.monotonic() - start < seconds:
                 await ws.send("ping")
-                assert await ws.recv() == "ping"
+                assert await reply(ws) == "ping"
                 echoed += 1
                 if echoed == 1:
                     opened = time.monotonic()
                     print("open", flush=True)
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # the pace of the pings, not a wait for the gateway
     except websockets.ConnectionClosed:
         pass
     print(f"echoed={echoed} after={time.monotonic() - opened:.1f}", flush=True)

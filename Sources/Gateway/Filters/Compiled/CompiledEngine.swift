@@ -22,12 +22,7 @@ final class CompiledEngine: FilterEngine {
             throw FilterFailure(filter.name, error.description)
         }
         var hosts: [FilterVM.HostFunction] = []
-        for item in instance.imports {
-            guard let host = FilterVM.hostFunction(module: item.module, name: item.name) else {
-                throw FilterFailure(filter.name, "imports \(item.module).\(item.name), which gatewayd does not provide")
-            }
-            hosts.append(host)
-        }
+        for item in instance.imports { hosts.append(try FilterVM.hostFunction(module: item.module, name: item.name, for: filter)) }
         self.hosts = hosts
         // The engine is the context each import's call comes back with: it owns the instance, which calls back only inside its calls.
         do {

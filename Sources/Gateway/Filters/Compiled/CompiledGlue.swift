@@ -145,7 +145,7 @@ struct CompiledGlue {
 
     private static func parameters(_ prototype: String) -> [String] {
         guard let open = prototype.firstIndex(of: "("), let close = prototype.lastIndex(of: ")") else { return [] }
-        return prototype[prototype.index(after: open)..<close].split(separator: ",").map { String($0).trimmingSpaces }
+        return prototype[prototype.index(after: open)..<close].split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
     /// `u32 Z_envZ_proxy_log(struct Z_env_instance_t*, u32, u32, u32);`, or nil for other types.
@@ -160,15 +160,6 @@ struct CompiledGlue {
 
     /// `struct Z_env_instance_t*` -> `Z_env_instance_t`.
     private static func structName(_ parameter: String) -> String {
-        parameter.replacingOccurrences(of: "struct ", with: "").replacingOccurrences(of: "*", with: "").trimmingSpaces
-    }
-}
-
-extension String {
-    fileprivate var trimmingSpaces: String {
-        var text = Substring(self)
-        while text.first == " " { text.removeFirst() }
-        while text.last == " " { text.removeLast() }
-        return String(text)
+        parameter.replacingOccurrences(of: "struct ", with: "").replacingOccurrences(of: "*", with: "").trimmingCharacters(in: .whitespaces)
     }
 }

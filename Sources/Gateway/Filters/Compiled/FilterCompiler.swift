@@ -34,6 +34,9 @@ enum FilterCompiler {
             }
         }
         if files.fileExists(atPath: library) { return library }
+        guard let runtime = runtimeDirectory(environment) else {
+            throw Failure(description: "wabt's wasm2c runtime (wasm-rt-impl.c) is not installed: install Debian's wabt package")
+        }
         let work = "\(directory)/\(key).build-\(getpid())-\(UInt32.random(in: .min ... .max))"
         do {
             try files.createDirectory(atPath: work, withIntermediateDirectories: false)
@@ -53,9 +56,6 @@ enum FilterCompiler {
             throw Failure(description: "wasm2c wrote no header: \(error.localizedDescription)")
         }
         guard files.createFile(atPath: "\(work)/glue.c", contents: Data(glue.source.utf8)) else { throw Failure(description: "cannot write into \(work)") }
-        guard let runtime = runtimeDirectory(environment) else {
-            throw Failure(description: "wabt's wasm2c runtime (wasm-rt-impl.c) is not installed: install Debian's wabt package")
-        }
         try run(environment["CC"] ?? "cc", ["-O2", "-fPIC", "-shared", "-w", "-DWASM_RT_MEMCHECK_SIGNAL_HANDLER=0", "-I.", "-I\(runtime)",
                                             "module.c", "glue.c", "\(runtime)/wasm-rt-impl.c", "-o", "module.so"], in: work)
         // Renamed into place whole: another process building the same module at once finds either none or all of it.
