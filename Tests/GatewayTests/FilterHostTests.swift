@@ -45,9 +45,9 @@ import WasmKit
                                      localAuthority: "127.0.0.1:8080", scheme: "http", proto: "HTTP/1.1", startNanos: 42)
 
     /// A call on `vm` acting as the effective context.
-    func call(_ vm: FilterVM, headers: FilterExchange.Fields = [(":method", "GET"), (":path", "/a?b=1"), ("X-Key", "v1")],
-              body: String = "hello") throws -> FilterExchange {
-        let exchange = FilterExchange(requestHeaders: headers, requestBody: Array(body.utf8), info: Self.info)
+    func call(_ vm: FilterVM, body: String = "hello") throws -> FilterExchange {
+        var request = UpstreamRequest(method: "GET", target: "/a?b=1", headers: ["Host": "app", "X-Key": "v1"], body: Array(body.utf8))
+        let exchange = FilterExchange(taking: &request, scheme: "http", info: Self.info)
         vm.effectiveContext = try vm.open(exchange)
         return exchange
     }
@@ -78,7 +78,8 @@ import WasmKit
         let exchange = try call(vm)
         #expect(try host(vm, "proxy_get_header_map_pairs", 0, 1000, 1004) == Self.ok)
         let pairs = try #require(ProxyWasm.deserialize(handed(vm)))
-        #expect(pairs.map(\.name) == [":method", ":path", "X-Key"] && pairs.map(\.value) == ["GET", "/a?b=1", "v1"])
+        #expect(pairs.map(\.name) == [":method", ":path", ":authority", ":scheme", "Host", "X-Key"])
+        #expect(pairs.map(\.value) == ["GET", "/a?b=1", "app", "http", "app", "v1"])
         #expect(try host(vm, "proxy_get_header_map_size", 0, 1100) == Self.ok && vm.memory!.readUInt32(1100) == UInt32(ProxyWasm.serialize(pairs).count))
         let key = put(vm, "x-key", at: 2000)
         #expect(try host(vm, "proxy_get_header_map_value", 0, 2000, key, 1000, 1004) == Self.ok && text(vm) == "v1")
@@ -86,16 +87,30 @@ import WasmKit
         #expect(try host(vm, "proxy_replace_header_map_value", 0, 2000, key, 2100, value) == Self.ok)
         let added = put(vm, "x-new", at: 2200)
         #expect(try host(vm, "proxy_add_header_map_value", 0, 2200, added, 2100, value) == Self.ok)
-        let path = put(vm, ":path", at: 2300)
-        #expect(try host(vm, "proxy_remove_header_map_value", 0, 2300, path) == Self.ok)
-        #expect(exchange.requestHeaders.map(\.name) == [":method", "X-Key", "x-new"] && exchange.requestHeaders.map(\.value) == ["GET", "v2", "v2"])
-        #expect(try host(vm, "proxy_get_header_map_value", 0, 2300, path, 1000, 1004) == Self.notFound)
-        // A whole map set; a malformed one refused; unknown maps and pointers past the end answered, not crashed on.
-        let map = ProxyWasm.serialize([("a", "1"), ("b", "22")])
+        // Edits reach the request itself: a pseudo-field is its method, target, Host or scheme.
+        let path = put(vm, ":path", at: 2300), newPath = put(vm, "/b", at: 2400)
+        #expect(try host(vm, "proxy_replace_header_map_value", 0, 2300, path, 2400, newPath) == Self.ok)
+        let authority = put(vm, ":authority", at: 2500), newHost = put(vm, "other", at: 2600)
+        #expect(try host(vm, "proxy_add_header_map_value", 0, 2500, authority, 2600, newHost) == Self.ok)
+        // The request cannot lose a pseudo-field, nor take a framing field from a filter.
+        #expect(try host(vm, "proxy_remove_header_map_value", 0, 2300, path) == Self.badArgument)
+        let length = put(vm, "content-length", at: 2700), digits = put(vm, "99", at: 2800)
+        #expect(try host(vm, "proxy_add_header_map_value", 0, 2700, length, 2800, digits) == Self.ok)
+        var request = UpstreamRequest(method: "", target: "", headers: [:], body: nil)
+        exchange.handBack(to: &request, streams: false)
+        #expect(request.target == "/b" && request.method == "GET")
+        #expect(request.headers.map(\.name) == ["Host", "x-key", "x-new"] && request.headers.map(\.value) == ["other", "v2", "v2"])
+        #expect(request.framing == .length(5))
+        // A whole map set (a pseudo-field it leaves out, and Host, keep their values); a malformed one refused; unknown maps and
+        // pointers past the end answered, not crashed on.
+        let map = ProxyWasm.serialize([(":method", "PUT"), ("a", "1"), ("b", "22")])
         _ = vm.memory!.write(map, at: 3000)
         #expect(try host(vm, "proxy_set_header_map_pairs", 0, 3000, UInt32(map.count)) == Self.ok)
-        #expect(exchange.requestHeaders.map(\.name) == ["a", "b"])
+        #expect(exchange.request.method == "PUT" && exchange.request.target == "/b" && exchange.request.headers.map(\.name) == ["a", "b", "Host"])
         #expect(try host(vm, "proxy_set_header_map_pairs", 0, 3000, UInt32(map.count - 1)) == Self.parseFailure)
+        let unknown = ProxyWasm.serialize([(":status", "200")])
+        _ = vm.memory!.write(unknown, at: 3200)
+        #expect(try host(vm, "proxy_set_header_map_pairs", 0, 3200, UInt32(unknown.count)) == Self.badArgument)
         #expect(try host(vm, "proxy_get_header_map_pairs", 9, 1000, 1004) == Self.badArgument)
         let end = UInt32(vm.memory!.byteCount)
         #expect(try host(vm, "proxy_get_header_map_value", 0, end - 2, 5, 1000, 1004) == Self.invalidMemory)
@@ -106,7 +121,7 @@ import WasmKit
         #expect(try host(vm, "proxy_add_header_map_value", 0, 2200, added, 4000, split) == Self.badArgument)
         let badPath = put(vm, "/a b", at: 4100)
         #expect(try host(vm, "proxy_replace_header_map_value", 0, 2300, path, 4100, badPath) == Self.badArgument)
-        #expect(exchange.requestHeaders.map(\.name) == ["a", "b"])
+        #expect(exchange.request.target == "/b" && exchange.request.headers.map(\.name) == ["a", "b", "Host"])
     }
 
     @Test(arguments: FilterTests.Engine.allCases) func buffersAreSlicedReplacedAndMeasured(_ engine: FilterTests.Engine) throws {
@@ -136,13 +151,13 @@ import WasmKit
         }
         for (path, value) in [("request.path", "/a?b=1"), ("request.url_path", "/a"), ("request.method", "GET"), ("request.id", "req-1"),
                               ("route_name", "orders"), ("source.address", "192.0.2.1"), ("plugin_name", "t"), ("plugin_root_id", "root-1"),
-                              ("request.protocol", "HTTP/1.1")] {
+                              ("request.protocol", "HTTP/1.1"), ("request.host", "app"), ("request.scheme", "http")] {
             let (status, bytes) = try property(path)
             #expect(status == Self.ok && String(decoding: bytes, as: UTF8.self) == value, "\(path)")
         }
         #expect(try property("request.time").1 == [42, 0, 0, 0, 0, 0, 0, 0])
         #expect(try property("destination.port").1 == [0x90, 0x1F, 0, 0, 0, 0, 0, 0])
-        #expect(try ProxyWasm.deserialize(property("request.headers").1)?.map(\.name) == ["X-Key"])
+        #expect(try ProxyWasm.deserialize(property("request.headers").1)?.map(\.name) == ["Host", "X-Key"])
         #expect(try property("no.such").0 == Self.notFound)
         let path = put(vm, "my\u{0}flag", at: 2000)
         let value = put(vm, "on", at: 2100)
@@ -244,7 +259,8 @@ import WasmKit
               (unreachable))
             """)
         let vm = try vm(grow, maxMemory: 1 << 20)
-        let context = try vm.open(FilterExchange(requestHeaders: [], requestBody: [], info: Self.info))
+        _ = try call(vm, body: "")
+        let context = vm.effectiveContext
         do {
             _ = try vm.call(.requestHeaders, [context, 0, 1])
             Issue.record("the cap is enforced")

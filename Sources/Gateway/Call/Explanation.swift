@@ -66,7 +66,7 @@ public enum Explanation {
                                    streams: Bool) -> FilterResult {
         let services = FilterServices(logger: Logger(label: "gatewayd.filter"), shared: FilterSharedState(factory: NOOPMetricsHandler.instance))
         var vms: [String: FilterVM] = [:]
-        let exchange = FilterExchange(request: request, scheme: info.scheme, info: info)
+        let exchange = FilterExchange(taking: &request, scheme: info.scheme, info: info)
         var failures: [String] = []
         let run = FilterRun(filters: filters, exchange: exchange, vm: { (filter: borrowing FilterConfig) throws(FilterFailure) in
             if let vm = vms[filter.name] { return vm }
@@ -77,12 +77,12 @@ public enum Explanation {
         var outcome: FilterRun.Outcome?
         run.request { outcome = $0 }
         defer { run.end() }
+        exchange.handBack(to: &request, streams: streams)
         switch outcome {
         case nil:
             let waiting = vms.values.filter { !$0.httpCalls.isEmpty }.map(\.filter.name)
             return .forwarded(notes: failures + ["filter \(waiting.first ?? "?") waits for an HTTP call, not made offline: the request as it stands then"])
         case .proceed?:
-            exchange.apply(to: &request, streams: streams)
             return .forwarded(notes: failures)
         case .answer(let local)?:
             var headers = HeaderList()

@@ -31,7 +31,7 @@ enum RequestHooks {
         let info = FilterCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: call.requestID,
                                   clientAddress: client.peerAddress, localAuthority: client.localAuthority, scheme: shared.scheme, proto: proto,
                                   startNanos: FilterVM.wallClockNanos())
-        let exchange = FilterExchange(request: call.request, scheme: shared.scheme, info: info)
+        let exchange = FilterExchange(taking: &call.request, scheme: shared.scheme, info: info)
         let requestID = call.requestID
         let filters = FilterRun(filters: route.filters, exchange: exchange, vm: host.vm) { failure, failedOpen in
             host.failed(failure, failedOpen: failedOpen, route: route.config.name, requestID: requestID)
@@ -39,10 +39,10 @@ enum RequestHooks {
         }
         call.filters = filters
         filters.request { outcome in
+            // What a filter wrote was checked as it wrote it (`FilterVM.isWritable`).
+            exchange.handBack(to: &call.request, streams: call.streams)
             switch outcome {
             case .proceed:
-                // What a filter wrote was checked as it wrote it (`FilterVM.isWritable`).
-                exchange.apply(to: &call.request, streams: call.streams)
                 modify(call, shared: shared, client: client, then: completion)
             case .answer(let local):
                 completion(.answer(OwnAnswer(local, requestID: call.requestID, to: call.requestHead, close: call.streams),

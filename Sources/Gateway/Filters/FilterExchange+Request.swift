@@ -1,45 +1,83 @@
 import Rewriter
 
+/// The request map read and edited in place: Envoy's pseudo-fields are the
+/// request's method, target, `Host` and the scheme; the framing fields stay
+/// the gateway's, true to the bytes sent, whatever a filter writes.
 extension FilterExchange {
-    /// The request that will go upstream, as filters see it: Envoy's
-    /// pseudo-fields (`:method`, `:path`, `:authority`, `:scheme`) first,
-    /// then its fields as they are.
-    convenience init(request: UpstreamRequest, scheme: String, info: FilterCallInfo) {
-        var fields: Fields = []
-        fields.reserveCapacity(4 + request.headers.count)
-        fields.append((":method", request.method))
-        fields.append((":path", request.target))
-        fields.append((":authority", request.headers["Host"] ?? ""))
-        fields.append((":scheme", scheme))
-        request.headers.withFields { headers in
-            for i in headers.indices { fields.append((headers[i].name, headers[i].value)) }
+    static let pseudoFieldCount = 4
+
+    func requestValue(_ name: String) -> String? {
+        switch name {
+        case ":method": request.method
+        case ":path": request.target
+        case ":authority": request.headers["Host"] ?? ""
+        case ":scheme": scheme
+        default: name.utf8.first == UInt8(ascii: ":") ? nil : request.headers[name]
         }
-        self.init(requestHeaders: fields, requestBody: request.body ?? [], info: info)
     }
 
-    /// The request as the filters left it, when one changed it: method,
-    /// target and authority from the pseudo-fields, the other fields in their
-    /// order, and a buffered body framed anew (its length recomputed).
-    func apply(to request: inout UpstreamRequest, streams: Bool) {
-        guard requestEdited else { return }
+    /// Each field in map order, read in place: `:method`, `:path`,
+    /// `:authority`, `:scheme`, then the request's fields.
+    func forEachRequestField(_ body: (String, String) -> Void) {
+        body(":method", request.method)
+        body(":path", request.target)
+        body(":authority", request.headers["Host"] ?? "")
+        body(":scheme", scheme)
+        request.headers.withFields { fields in
+            for i in fields.indices { body(fields[i].name, fields[i].value) }
+        }
+    }
+
+    /// False for an edit the request cannot take: a pseudo-field removed or unknown.
+    func editRequest(_ edit: FieldEdit) -> Bool {
+        switch edit {
+        case .add(let name, let value), .replace(let name, let value):
+            if name.utf8.first == UInt8(ascii: ":") { return setPseudoField(name, value) }
+            guard !Self.isFraming(name) else { return true }
+            if case .add = edit { request.headers.add(name.lowercased(), value) } else { request.headers.set(name.lowercased(), value) }
+            return true
+        case .remove(let name):
+            guard name.utf8.first != UInt8(ascii: ":") else { return false }
+            request.headers.remove(name)
+            return true
+        case .replaceAll(let pairs):
+            return replaceRequestFields(with: pairs)
+        }
+    }
+
+    private func setPseudoField(_ name: String, _ value: String) -> Bool {
+        switch name {
+        case ":method": request.method = value
+        case ":path": request.target = value
+        case ":authority": request.headers.set("Host", value)
+        case ":scheme": scheme = value
+        default: return false
+        }
+        return true
+    }
+
+    /// The pairs become the request's fields in their order; a pseudo-field
+    /// they leave out (and `Host`, when they name no authority) keeps its value.
+    private func replaceRequestFields(with pairs: Fields) -> Bool {
         var headers = HeaderList()
-        headers.reserveCapacity(requestHeaders.count)
-        // Read in place: a loop over the fields would copy each.
-        requestHeaders.withUnsafeBufferPointer { fields in
-            for i in fields.indices where fields[i].name.utf8.first != UInt8(ascii: ":") {
-                let name = fields[i].name
-                // Framing stays the gateway's, true to the bytes sent, whatever a filter did.
-                if HeaderList.equalNames(name, "Content-Length") || HeaderList.equalNames(name, "Transfer-Encoding") { continue }
-                headers.add(name, fields[i].value)
+        headers.reserveCapacity(pairs.count)
+        var pseudo: Fields = []
+        for (name, value) in pairs {
+            if name.utf8.first == UInt8(ascii: ":") {
+                guard [":method", ":path", ":authority", ":scheme"].contains(name) else { return false }
+                pseudo.append((name, value))
+            } else if !Self.isFraming(name) {
+                headers.add(name, value)
             }
         }
-        if let authority = Self.value(":authority", in: requestHeaders), !authority.isEmpty { headers.set("Host", authority) }
-        request.method = Self.value(":method", in: requestHeaders) ?? request.method
-        request.target = Self.value(":path", in: requestHeaders) ?? request.target
+        if !headers.contains("Host"), let host = request.headers["Host"] { headers.add("Host", host) }
         request.headers = headers
-        guard !streams else { return }
-        request.body = requestBody.isEmpty ? nil : requestBody
-        request.frameBody()
+        for (name, value) in pseudo { _ = setPseudoField(name, value) }
+        return true
+    }
+
+    private static func isFraming(_ name: String) -> Bool {
+        HeaderList.equalNames(name, "Content-Length") || HeaderList.equalNames(name, "Transfer-Encoding")
     }
 }
 

@@ -1,13 +1,18 @@
 import Rewriter
 
-/// One call as its filters see and edit it: the request and response
-/// header maps (with the pseudo-fields Envoy's carry), the bodies, what a
-/// filter answered in the upstream's stead, and the call's properties.
+/// One call as its filters see and edit it: the request that will go
+/// upstream (read and edited in place, its pseudo-fields Envoy's), the
+/// response's header maps, the bodies, what a filter answered in the
+/// upstream's stead, and the call's properties.
 final class FilterExchange {
     typealias Fields = [(name: String, value: String)]
 
-    var requestHeaders: Fields
+    /// The request as the filters leave it (edited through `edit`); its `:scheme` is `scheme`.
+    var request: UpstreamRequest
+    var scheme: String
     var requestBody: [UInt8]
+    /// A filter changed the body: the request is framed anew when handed back.
+    var requestBodyEdited = false
     var requestTrailers: Fields = []
     var responseHeaders: Fields = []
     var responseBody: [UInt8] = []
@@ -15,8 +20,6 @@ final class FilterExchange {
     /// A filter answered the client itself (`proxy_send_local_response`).
     var localResponse: LocalResponse?
     let info: FilterCallInfo
-    /// A filter changed the request (its fields or its body): it is rebuilt from them.
-    var requestEdited = false
     /// Properties the filters set (`proxy_set_property`), by path.
     var setProperties: [String: [UInt8]] = [:]
     /// What a filter asked of the stream in its last callback (continue,
@@ -50,32 +53,46 @@ final class FilterExchange {
         let filter: String
     }
 
-    init(requestHeaders: Fields, requestBody: [UInt8], info: FilterCallInfo) {
-        self.requestHeaders = requestHeaders
-        self.requestBody = requestBody
+    /// Takes `request` over (the caller's is left empty until `handBack`),
+    /// so that the filters' edits change it in place rather than a copy.
+    init(taking request: inout UpstreamRequest, scheme: String, info: FilterCallInfo) {
+        var taken = UpstreamRequest(method: request.method, target: "", headers: HeaderList(), body: nil, framing: RequestFraming.none)
+        swap(&taken, &request)
+        requestBody = taken.body ?? []
+        self.request = taken
+        self.scheme = scheme
         self.info = info
     }
 
-    func fields(_ map: ProxyWasm.MapType) -> Fields? {
-        switch map {
-        case .requestHeaders: requestHeaders
-        case .requestTrailers: requestTrailers
-        case .responseHeaders: responseHeaders
-        case .responseTrailers: responseTrailers
+    /// The request as the filters left it, a body they changed framed anew
+    /// (its length recomputed). The exchange keeps reading it: its
+    /// properties serve the response's callbacks too.
+    func handBack(to request: inout UpstreamRequest, streams: Bool) {
+        request = self.request
+        guard requestBodyEdited, !streams else { return }
+        request.body = requestBody.isEmpty ? nil : requestBody
+        request.frameBody()
+    }
+
+    /// A map a filter reads: the request's in place, the others as lists.
+    func map(_ type: ProxyWasm.MapType) -> FieldMap? {
+        switch type {
+        case .requestHeaders: .request(self)
+        case .requestTrailers: .fields(requestTrailers)
+        case .responseHeaders: .fields(responseHeaders)
+        case .responseTrailers: .fields(responseTrailers)
         default: nil
         }
     }
 
-    /// Edits a map the call carries in place (a copy would be copied again
-    /// on its first edit); false for one it does not.
-    func editFields(_ map: ProxyWasm.MapType, _ edit: (inout Fields) -> Void) -> Bool {
-        switch map {
-        case .requestHeaders:
-            edit(&requestHeaders)
-            requestEdited = true
-        case .requestTrailers: edit(&requestTrailers)
-        case .responseHeaders: edit(&responseHeaders)
-        case .responseTrailers: edit(&responseTrailers)
+    /// Applies a filter's edit to a map the call carries; false for a map
+    /// it does not, or an edit the request cannot take.
+    func edit(_ type: ProxyWasm.MapType, _ edit: FieldEdit) -> Bool {
+        switch type {
+        case .requestHeaders: return editRequest(edit)
+        case .requestTrailers: edit.apply(to: &requestTrailers)
+        case .responseHeaders: edit.apply(to: &responseHeaders)
+        case .responseTrailers: edit.apply(to: &responseTrailers)
         default: return false
         }
         return true

@@ -26,7 +26,8 @@ final class FilterHosts: @unchecked Sendable {
 /// upstream pool for their HTTP calls, its timers for their ticks.
 final class LoopFilters {
     private let loop: any EventLoop
-    private var vms: [String: FilterVM] = [:]
+    /// By the filter's name; a few, so a walk costs less than hashing the name.
+    private var vms: [(name: String, vm: FilterVM)] = []
     private let services: FilterServices
     private let failures: any MetricsFactory
 
@@ -63,10 +64,11 @@ final class LoopFilters {
     /// The filter's VM on this loop, built anew after a failure broke the
     /// last one. The config is borrowed: a copy per call retained each of its fields.
     func vm(_ filter: borrowing FilterConfig) throws(FilterFailure) -> FilterVM {
-        if let vm = vms[filter.name], vm.broken == nil { return vm }
-        vms[filter.name] = nil
+        let index = vms.firstIndex { $0.name == filter.name }
+        if let index, vms[index].vm.broken == nil { return vms[index].vm }
+        if let index { vms.remove(at: index) }
         let vm = try FilterVM.start(copy filter, services: services)
-        vms[filter.name] = vm
+        vms.append((filter.name, vm))
         return vm
     }
 

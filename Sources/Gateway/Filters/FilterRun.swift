@@ -56,7 +56,7 @@ final class FilterRun {
                 if !headersDone {
                     headersDone = true
                     let endOfStream: UInt32 = exchange.requestBody.isEmpty ? 1 : 0
-                    let action = try vm.call(.requestHeaders, [context, UInt32(exchange.requestHeaders.count), endOfStream])
+                    let action = try vm.call(.requestHeaders, [context, UInt32(FilterExchange.pseudoFieldCount + exchange.request.headers.count), endOfStream])
                     if stop(after: action) { return }
                 }
                 if !bodyDone, !exchange.requestBody.isEmpty, vm.exports(.requestBody) {
@@ -159,7 +159,7 @@ final class FilterRun {
         for callback in [FilterVM.Callback.responseHeaders, .responseBody] {
             for index in contexts.indices.reversed() {
                 guard let (vm, context) = contexts[index] else { continue }
-                let arguments: [UInt32]
+                let arguments: CallbackArguments
                 if callback == .responseHeaders {
                     arguments = [context, UInt32(exchange.responseHeaders.count), endOfStream]
                 } else {

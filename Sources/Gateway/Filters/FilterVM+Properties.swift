@@ -25,15 +25,19 @@ extension FilterVM {
                 return bytes
             }
         }
-        let request = exchange.requestHeaders
+        let request = exchange.request
         switch key {
-        case "request.path": return text(FilterExchange.value(":path", in: request))
-        case "request.url_path":
-            return text(FilterExchange.value(":path", in: request).map { String($0.prefix { $0 != "?" }) })
-        case "request.host": return text(FilterExchange.value(":authority", in: request))
-        case "request.scheme": return text(FilterExchange.value(":scheme", in: request))
-        case "request.method": return text(FilterExchange.value(":method", in: request))
-        case "request.headers": return ProxyWasm.serialize(request.filter { !$0.name.hasPrefix(":") })
+        case "request.path": return text(request.target)
+        case "request.url_path": return text(String(request.target.prefix { $0 != "?" }))
+        case "request.host": return text(request.headers["Host"] ?? "")
+        case "request.scheme": return text(exchange.scheme)
+        case "request.method": return text(request.method)
+        case "request.headers":
+            return ProxyWasm.serialize(count: request.headers.count) { pair in
+                request.headers.withFields { fields in
+                    for i in fields.indices { pair(fields[i].name, fields[i].value) }
+                }
+            }
         case "request.id": return text(info.requestID)
         case "request.protocol": return text(info.proto)
         case "request.time": return number(Int(info.startNanos))

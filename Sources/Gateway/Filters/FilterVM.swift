@@ -15,9 +15,11 @@ final class FilterVM {
     let rootContext: UInt32 = 1
     private var lastContext: UInt32 = 1
     /// The context the guest acts for (`proxy_set_effective_context`).
-    var effectiveContext: UInt32 = 1
+    var effectiveContext: UInt32 = 1 { didSet { exchange = exchanges[effectiveContext] } }
     /// Each live HTTP context's call.
-    var exchanges: [UInt32: FilterExchange] = [:]
+    var exchanges: [UInt32: FilterExchange] = [:] { didSet { exchange = exchanges[effectiveContext] } }
+    /// The call the guest acts for now: kept, as each host call reads it.
+    private(set) var exchange: FilterExchange?
     /// What the callback running now may read: `PLUGIN_CONFIGURATION` while configuring, an HTTP call's answer while it is delivered.
     var callbackBuffers: [ProxyWasm.BufferType: [UInt8]] = [:]
     var httpCallResponse: (headers: [(name: String, value: String)], trailers: [(name: String, value: String)])?
@@ -99,7 +101,7 @@ final class FilterVM {
 
     /// Runs `callback` (nil: not exported); a failure breaks the VM.
     @discardableResult
-    func call(_ callback: Callback, _ arguments: [UInt32]) throws(FilterFailure) -> UInt32? {
+    func call(_ callback: Callback, _ arguments: CallbackArguments) throws(FilterFailure) -> UInt32? {
         if let broken { throw FilterFailure(filter.name, broken) }
         do {
             return try engine?.call(callback, arguments)
@@ -160,9 +162,6 @@ final class FilterVM {
         _ = try? call(.delete, [context])
         exchanges[context] = nil
     }
-
-    /// The call the guest acts for now.
-    var exchange: FilterExchange? { exchanges[effectiveContext] }
 }
 
 /// Why a filter failed: its name and the reason, for the access line and the log.
@@ -209,6 +208,21 @@ final class MemoryCap: ResourceLimiter {
     }
 
     func limitTableGrowth(to desired: Int) throws -> Bool { desired <= 1_000_000 }
+}
+
+/// A callback's arguments, held inline (a callback allocates nothing for them).
+struct CallbackArguments: ExpressibleByArrayLiteral {
+    private var values = InlineArray<5, UInt32>(repeating: 0)
+    private(set) var count = 0
+
+    init(arrayLiteral elements: UInt32...) {
+        for value in elements.prefix(5) {
+            values[count] = value
+            count += 1
+        }
+    }
+
+    subscript(_ index: Int) -> UInt32 { index < count ? values[index] : 0 }
 }
 
 /// A host function's arguments as unsigned 32-bit values (an i64 is read

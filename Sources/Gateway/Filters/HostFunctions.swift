@@ -76,23 +76,23 @@ extension FilterVM {
         },
         // HTTP fields
         "proxy_get_header_map_size": { vm, a in
-            guard let fields = vm.fields(a[0]) else { return status(.badArgument) }
-            return vm.memory?.write(UInt32(ProxyWasm.serialize(fields).count), at: a[1]) == true ? status(.ok) : status(.invalidMemoryAccess)
+            guard let map = vm.map(a[0]) else { return status(.badArgument) }
+            return vm.memory?.write(UInt32(map.serialized.count), at: a[1]) == true ? status(.ok) : status(.invalidMemoryAccess)
         },
         "proxy_get_header_map_pairs": { vm, a in
-            guard let fields = vm.fields(a[0]) else { return status(.badArgument) }
-            return try vm.hand(ProxyWasm.serialize(fields), addressAt: a[1], sizeAt: a[2]).rawValue
+            guard let map = vm.map(a[0]) else { return status(.badArgument) }
+            return try vm.hand(map.serialized, addressAt: a[1], sizeAt: a[2]).rawValue
         },
         "proxy_set_header_map_pairs": { vm, a in
             guard let bytes = vm.memory?.read(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
             guard let pairs = ProxyWasm.deserialize(bytes) else { return status(.parseFailure) }
             guard pairs.allSatisfy(FilterVM.isWritable) else { return status(.badArgument) }
-            return vm.editFields(a[0]) { $0 = pairs }.rawValue
+            return vm.editMap(a[0], .replaceAll(pairs)).rawValue
         },
         "proxy_get_header_map_value": { vm, a in
-            guard let fields = vm.fields(a[0]) else { return status(.badArgument) }
+            guard let map = vm.map(a[0]) else { return status(.badArgument) }
             guard let key = vm.memory?.readString(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
-            guard let value = FilterExchange.value(key, in: fields) else { return status(.notFound) }
+            guard let value = map.value(key) else { return status(.notFound) }
             return try vm.hand(value, addressAt: a[3], sizeAt: a[4]).rawValue
         },
         "proxy_add_header_map_value": { vm, a in
@@ -100,27 +100,18 @@ extension FilterVM {
                 return status(.invalidMemoryAccess)
             }
             guard FilterVM.isWritable((key, value)) else { return status(.badArgument) }
-            return vm.editFields(a[0]) { $0.append((key.lowercased(), value)) }.rawValue
+            return vm.editMap(a[0], .add(name: key, value: value)).rawValue
         },
         "proxy_replace_header_map_value": { vm, a in
             guard let key = vm.memory?.readString(a[1], count: a[2]), let value = vm.memory?.readString(a[3], count: a[4]) else {
                 return status(.invalidMemoryAccess)
             }
             guard FilterVM.isWritable((key, value)) else { return status(.badArgument) }
-            return vm.editFields(a[0]) { fields in
-                // The first field of the name takes the value; the others go.
-                guard let index = fields.firstIndex(where: { HeaderList.equalNames($0.name, key) }) else { return fields.append((key.lowercased(), value)) }
-                fields[index].value = value
-                var position = fields.count - 1
-                while position > index {
-                    if HeaderList.equalNames(fields[position].name, key) { fields.remove(at: position) }
-                    position -= 1
-                }
-            }.rawValue
+            return vm.editMap(a[0], .replace(name: key, value: value)).rawValue
         },
         "proxy_remove_header_map_value": { vm, a in
             guard let key = vm.memory?.readString(a[1], count: a[2]) else { return status(.invalidMemoryAccess) }
-            return vm.editFields(a[0]) { fields in fields.removeAll { HeaderList.equalNames($0.name, key) } }.rawValue
+            return vm.editMap(a[0], .remove(name: key)).rawValue
         },
         // Streams
         "proxy_continue_stream": { vm, a in
@@ -294,18 +285,18 @@ extension FilterVM {
         }
         switch type {
         case .requestBody:
-            exchange.requestEdited = true
+            exchange.requestBodyEdited = true
             return edit(&exchange.requestBody)
         case .responseBody: return edit(&exchange.responseBody)
         default: return .badArgument
         }
     }
 
-    func fields(_ map: UInt32) -> FilterExchange.Fields? {
+    func map(_ map: UInt32) -> FieldMap? {
         guard let type = ProxyWasm.MapType(rawValue: map) else { return nil }
-        if type == .httpCallResponseHeaders { return httpCallResponse?.headers }
-        if type == .httpCallResponseTrailers { return httpCallResponse?.trailers }
-        return exchange?.fields(type)
+        if type == .httpCallResponseHeaders { return httpCallResponse.map { .fields($0.headers) } }
+        if type == .httpCallResponseTrailers { return httpCallResponse.map { .fields($0.trailers) } }
+        return exchange?.map(type)
     }
 
     /// Whether a field a filter writes can go on the wire as it is: a field
@@ -321,8 +312,8 @@ extension FilterVM {
         }
     }
 
-    func editFields(_ map: UInt32, _ edit: (inout FilterExchange.Fields) -> Void) -> ProxyWasm.Status {
+    func editMap(_ map: UInt32, _ edit: FieldEdit) -> ProxyWasm.Status {
         guard let type = ProxyWasm.MapType(rawValue: map), let exchange else { return .badArgument }
-        return exchange.editFields(type, edit) ? .ok : .badArgument
+        return exchange.edit(type, edit) ? .ok : .badArgument
     }
 }

@@ -57,7 +57,7 @@ final class InterpretedEngine: FilterEngine {
 
     func exports(_ callback: FilterVM.Callback) -> Bool { callbacks[callback.rawValue] != nil }
 
-    func call(_ callback: FilterVM.Callback, _ arguments: [UInt32]) throws -> UInt32? {
+    func call(_ callback: FilterVM.Callback, _ arguments: CallbackArguments) throws -> UInt32? {
         guard let (function, parameters) = callbacks[callback.rawValue] else { return nil }
         var values: [Value] = []
         values.reserveCapacity(parameters.count)

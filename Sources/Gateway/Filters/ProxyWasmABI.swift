@@ -39,17 +39,28 @@ enum ProxyWasm {
     /// A map as the ABI serializes it: the count, each key's and value's
     /// length, then each key and value followed by a NUL (little-endian).
     static func serialize(_ pairs: [(name: String, value: String)]) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(4 + pairs.count * 10 + pairs.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count })
-        append(UInt32(pairs.count), to: &bytes)
-        for pair in pairs {
-            append(UInt32(pair.name.utf8.count), to: &bytes)
-            append(UInt32(pair.value.utf8.count), to: &bytes)
+        serialize(count: pairs.count) { pair in
+            pairs.withUnsafeBufferPointer { pairs in
+                for i in pairs.indices { pair(pairs[i].name, pairs[i].value) }
+            }
         }
-        for pair in pairs {
-            bytes.append(contentsOf: pair.name.utf8)
+    }
+
+    /// `forEachPair` hands over the map's `count` pairs in order, each time it is called.
+    static func serialize(count: Int, _ forEachPair: ((String, String) -> Void) -> Void) -> [UInt8] {
+        var size = 4 + count * 8
+        forEachPair { name, value in size += name.utf8.count + value.utf8.count + 2 }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(size)
+        append(UInt32(count), to: &bytes)
+        forEachPair { name, value in
+            append(UInt32(name.utf8.count), to: &bytes)
+            append(UInt32(value.utf8.count), to: &bytes)
+        }
+        forEachPair { name, value in
+            bytes.append(contentsOf: name.utf8)
             bytes.append(0)
-            bytes.append(contentsOf: pair.value.utf8)
+            bytes.append(contentsOf: value.utf8)
             bytes.append(0)
         }
         return bytes

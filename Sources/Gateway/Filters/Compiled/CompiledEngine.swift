@@ -38,7 +38,7 @@ final class CompiledEngine: FilterEngine {
     func exports(_ callback: FilterVM.Callback) -> Bool { callbacks[callback.rawValue] != nil }
 
     /// Older ABIs take fewer arguments: only as many as the export declares are passed.
-    func call(_ callback: FilterVM.Callback, _ arguments: [UInt32]) throws -> UInt32? {
+    func call(_ callback: FilterVM.Callback, _ arguments: CallbackArguments) throws -> UInt32? {
         guard let (index, arity) = callbacks[callback.rawValue] else { return nil }
         return UInt32(truncatingIfNeeded: try run(index) { values in
             for position in 0..<min(arity, values.count) { values[position] = position < arguments.count ? UInt64(arguments[position]) : 0 }

@@ -1,0 +1,61 @@
+import Rewriter
+
+/// A header map as a filter reads it: the call's request in place (its
+/// pseudo-fields first), or a list of fields.
+enum FieldMap {
+    case request(FilterExchange)
+    case fields(FilterExchange.Fields)
+
+    var count: Int {
+        switch self {
+        case .request(let exchange): FilterExchange.pseudoFieldCount + exchange.request.headers.count
+        case .fields(let fields): fields.count
+        }
+    }
+
+    /// The first value of `name`, case-insensitively.
+    func value(_ name: String) -> String? {
+        switch self {
+        case .request(let exchange): exchange.requestValue(name)
+        case .fields(let fields): FilterExchange.value(name, in: fields)
+        }
+    }
+
+    /// The map as the ABI serializes it.
+    var serialized: [UInt8] {
+        switch self {
+        case .request(let exchange): ProxyWasm.serialize(count: count, exchange.forEachRequestField)
+        case .fields(let fields): ProxyWasm.serialize(fields)
+        }
+    }
+}
+
+/// A filter's edit of a header map, its names and values already checked
+/// (`FilterVM.isWritable`).
+enum FieldEdit {
+    case add(name: String, value: String)
+    /// The first field of the name takes the value; the others go.
+    case replace(name: String, value: String)
+    case remove(name: String)
+    /// The whole map.
+    case replaceAll(FilterExchange.Fields)
+
+    func apply(to fields: inout FilterExchange.Fields) {
+        switch self {
+        case .add(let name, let value):
+            fields.append((name.lowercased(), value))
+        case .replace(let name, let value):
+            guard let index = fields.firstIndex(where: { HeaderList.equalNames($0.name, name) }) else { return fields.append((name.lowercased(), value)) }
+            fields[index].value = value
+            var position = fields.count - 1
+            while position > index {
+                if HeaderList.equalNames(fields[position].name, name) { fields.remove(at: position) }
+                position -= 1
+            }
+        case .remove(let name):
+            fields.removeAll { HeaderList.equalNames($0.name, name) }
+        case .replaceAll(let pairs):
+            fields = pairs
+        }
+    }
+}
