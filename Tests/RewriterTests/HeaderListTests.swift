@@ -65,4 +65,23 @@ import Testing
             }
         }
     }
+
+    /// The bit-table checks against RFC 9110's grammar, byte by byte, in names and values of each length up to 40.
+    @Test func namesAndValuesAreCheckedAsTheGrammarSays() {
+        let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for byte in UInt8.min...UInt8.max {
+            for length in [1, 7, 8, 15, 16, 40] {
+                for position in [0, length - 1] {
+                    var bytes = Array(repeating: UInt8(ascii: "a"), count: length)
+                    bytes[position] = byte
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    let decoded = Array(text.utf8) == bytes
+                    #expect(HeaderList.isValidName(text) == (decoded && token.contains(byte)), "name byte \(byte)")
+                    #expect(HeaderList.isValidValue(text) == !(decoded && [0x0D, 0x0A, 0].contains(byte)), "value byte \(byte)")
+                }
+            }
+        }
+        #expect(!HeaderList.isValidName(""))
+        #expect(HeaderList.isValidValue(""))
+    }
 }

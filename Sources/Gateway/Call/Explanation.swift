@@ -55,6 +55,21 @@ public enum Explanation {
                           notes: notes)
     }
 
+    /// Each filter's VM for one explanation, started on first use.
+    private final class OfflineVMs: FilterVMSource {
+        let services: FilterServices
+        private(set) var started: [String: FilterVM] = [:]
+
+        init(services: FilterServices) { self.services = services }
+
+        func vm(_ filter: borrowing FilterConfig) throws(FilterFailure) -> FilterVM {
+            if let vm = started[filter.name] { return vm }
+            let vm = try FilterVM.start(copy filter, services: services)
+            started[filter.name] = vm
+            return vm
+        }
+    }
+
     private enum FilterResult {
         case forwarded(notes: [String])
         case answered(Outcome)
@@ -65,22 +80,19 @@ public enum Explanation {
     private static func runFilters(_ filters: [FilterConfig], on request: inout UpstreamRequest, info: FilterCallInfo,
                                    streams: Bool) -> FilterResult {
         let services = FilterServices(logger: Logger(label: "gatewayd.filter"), shared: FilterSharedState(factory: NOOPMetricsHandler.instance))
-        var vms: [String: FilterVM] = [:]
+        let vms = OfflineVMs(services: services)
         let exchange = FilterExchange(taking: &request, scheme: info.scheme, info: info)
         var failures: [String] = []
-        let run = FilterRun(filters: filters, exchange: exchange, vm: { (filter: borrowing FilterConfig) throws(FilterFailure) in
-            if let vm = vms[filter.name] { return vm }
-            let vm = try FilterVM.start(copy filter, services: services)
-            vms[filter.name] = vm
-            return vm
-        }, onFailure: { failure, failedOpen in failures.append(failedOpen ? "\(failure) (fail_open: the call goes on unfiltered)" : "\(failure)") })
+        let run = FilterRun(filters: filters, exchange: exchange, vms: vms) { failure, failedOpen in
+            failures.append(failedOpen ? "\(failure) (fail_open: the call goes on unfiltered)" : "\(failure)")
+        }
         var outcome: FilterRun.Outcome?
         run.request { outcome = $0 }
         defer { run.end() }
         exchange.handBack(to: &request, streams: streams)
         switch outcome {
         case nil:
-            let waiting = vms.values.filter { !$0.httpCalls.isEmpty }.map(\.filter.name)
+            let waiting = vms.started.values.filter { !$0.httpCalls.isEmpty }.map(\.filter.name)
             return .forwarded(notes: failures + ["filter \(waiting.first ?? "?") waits for an HTTP call, not made offline: the request as it stands then"])
         case .proceed?:
             return .forwarded(notes: failures)

@@ -33,7 +33,7 @@ enum RequestHooks {
                                   startNanos: FilterVM.wallClockNanos())
         let exchange = FilterExchange(taking: &call.request, scheme: shared.scheme, info: info)
         let requestID = call.requestID
-        let filters = FilterRun(filters: route.filters, exchange: exchange, vm: host.vm) { failure, failedOpen in
+        let filters = FilterRun(filters: route.filters, exchange: exchange, vms: host) { failure, failedOpen in
             host.failed(failure, failedOpen: failedOpen, route: route.config.name, requestID: requestID)
             logReason(failedOpen ? "\(failure) (fail_open)" : failure.description)
         }

@@ -40,12 +40,18 @@ enum FieldEdit {
     /// The whole map.
     case replaceAll(FilterExchange.Fields)
 
+    /// A name as Envoy's maps hold it; most already are lowercase, and are kept as they are.
+    static func lowercase(_ name: String) -> String {
+        var name = name
+        return name.withUTF8 { $0.contains { $0 &- 0x41 < 26 } } ? name.lowercased() : name
+    }
+
     func apply(to fields: inout FilterExchange.Fields) {
         switch self {
         case .add(let name, let value):
-            fields.append((name.lowercased(), value))
+            fields.append((Self.lowercase(name), value))
         case .replace(let name, let value):
-            guard let index = fields.firstIndex(where: { HeaderList.equalNames($0.name, name) }) else { return fields.append((name.lowercased(), value)) }
+            guard let index = fields.firstIndex(where: { HeaderList.equalNames($0.name, name) }) else { return fields.append((Self.lowercase(name), value)) }
             fields[index].value = value
             var position = fields.count - 1
             while position > index {

@@ -34,7 +34,8 @@ extension FilterExchange {
         case .add(let name, let value), .replace(let name, let value):
             if name.utf8.first == UInt8(ascii: ":") { return setPseudoField(name, value) }
             guard !Self.isFraming(name) else { return true }
-            if case .add = edit { request.headers.add(name.lowercased(), value) } else { request.headers.set(name.lowercased(), value) }
+            let name = FieldEdit.lowercase(name)
+            if case .add = edit { request.headers.add(name, value) } else { request.headers.set(name, value) }
             return true
         case .remove(let name):
             guard name.utf8.first != UInt8(ascii: ":") else { return false }

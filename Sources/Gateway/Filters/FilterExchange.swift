@@ -25,9 +25,11 @@ final class FilterExchange {
     /// What a filter asked of the stream in its last callback (continue,
     /// close, or an answer): read once the callback returned.
     var pending: Resumption?
-    /// The chain waits for a paused filter: told, after a callback that did
+    /// The chain waiting for a paused filter: told, after a callback that did
     /// not come from the chain (an HTTP call's answer, a tick), what it asked.
-    var resume: ((Resumption) -> Void)?
+    /// Not retained (the chain holds the exchange), and cleared by the chain
+    /// before it goes: a weak reference would cost the chain a side table.
+    unowned(unsafe) var chain: FilterRun?
 
     enum Resumption {
         case `continue`(ProxyWasm.StreamType)
@@ -42,7 +44,7 @@ final class FilterExchange {
     func deliverPending() {
         guard let resumption = pending ?? (localResponse != nil ? .answered : nil) else { return }
         pending = nil
-        resume?(resumption)
+        chain?.resumed(resumption)
     }
 
     struct LocalResponse {

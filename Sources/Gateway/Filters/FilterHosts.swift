@@ -24,7 +24,7 @@ final class FilterHosts: @unchecked Sendable {
 
 /// One event loop's VMs, one per filter, and what they reach: the loop's
 /// upstream pool for their HTTP calls, its timers for their ticks.
-final class LoopFilters {
+final class LoopFilters: FilterVMSource {
     private let loop: any EventLoop
     /// By the filter's name; a few, so a walk costs less than hashing the name.
     private var vms: [(name: String, vm: FilterVM)] = []

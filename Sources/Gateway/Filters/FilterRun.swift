@@ -5,6 +5,11 @@ import Logging
 /// pauses resuming the chain where it stopped, and later the response
 /// through them in reverse order, as Envoy runs its encoders. It keeps each
 /// filter's HTTP context until the call ends.
+/// Where a chain gets each filter's VM.
+protocol FilterVMSource: AnyObject {
+    func vm(_ filter: borrowing FilterConfig) throws(FilterFailure) -> FilterVM
+}
+
 final class FilterRun {
     enum Outcome {
         /// Every filter let the request through: `exchange` holds it as it now is.
@@ -19,7 +24,7 @@ final class FilterRun {
 
     let exchange: FilterExchange
     private let filters: [FilterConfig]
-    private let vm: (borrowing FilterConfig) throws(FilterFailure) -> FilterVM
+    private let vms: any FilterVMSource
     private let onFailure: (FilterFailure, _ failedOpen: Bool) -> Void
     private var contexts: [(vm: FilterVM, context: UInt32)?]
     /// The filter at work, and how far it got.
@@ -30,13 +35,12 @@ final class FilterRun {
     /// Waiting for filter `index` to continue.
     private var paused = false
 
-    /// `vm`: the filter's VM on this event loop (built anew when broken).
+    /// `vms`: each filter's VM on this event loop (built anew when broken).
     /// `onFailure`: told of each failure, also those let through by `fail_open`.
-    init(filters: [FilterConfig], exchange: FilterExchange, vm: @escaping (borrowing FilterConfig) throws(FilterFailure) -> FilterVM,
-         onFailure: @escaping (FilterFailure, Bool) -> Void) {
+    init(filters: [FilterConfig], exchange: FilterExchange, vms: any FilterVMSource, onFailure: @escaping (FilterFailure, Bool) -> Void) {
         self.filters = filters
         self.exchange = exchange
-        self.vm = vm
+        self.vms = vms
         self.onFailure = onFailure
         contexts = Array(repeating: nil, count: filters.count)
     }
@@ -44,7 +48,7 @@ final class FilterRun {
     /// Runs the request's callbacks; `completion` once, maybe later (a filter paused).
     func request(_ completion: @escaping (Outcome) -> Void) {
         self.completion = completion
-        exchange.resume = { [weak self] resumption in self?.resumed(resumption) }
+        exchange.chain = self
         advance()
     }
 
@@ -92,7 +96,8 @@ final class FilterRun {
 
     private func open(_ index: Int) throws(FilterFailure) -> (FilterVM, UInt32) {
         if let opened = contexts[index] { return opened }
-        let vm = try vm(filters[index])
+        // Borrowed in place: a copy of the config per call retained each of its fields.
+        let vm = try filters.withUnsafeBufferPointer { filters throws(FilterFailure) in try vms.vm(filters[index]) }
         let context = try vm.open(exchange)
         contexts[index] = (vm, context)
         return (vm, context)
@@ -119,7 +124,7 @@ final class FilterRun {
     }
 
     /// A paused filter continued, closed the stream, answered, or failed (from an HTTP call's answer or a tick).
-    private func resumed(_ resumption: FilterExchange.Resumption) {
+    func resumed(_ resumption: FilterExchange.Resumption) {
         guard paused, completion != nil else { return }
         paused = false
         switch resumption {
@@ -186,10 +191,12 @@ final class FilterRun {
         return .proceed
     }
 
+    deinit { exchange.chain = nil }
+
     /// The call is over: each context's `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`.
     func end() {
         completion = nil
-        exchange.resume = nil
+        exchange.chain = nil
         for index in contexts.indices {
             guard let (vm, context) = contexts[index] else { continue }
             vm.close(context)

@@ -17,7 +17,7 @@ final class FilterVM {
     /// The context the guest acts for (`proxy_set_effective_context`).
     var effectiveContext: UInt32 = 1 { didSet { exchange = exchanges[effectiveContext] } }
     /// Each live HTTP context's call.
-    var exchanges: [UInt32: FilterExchange] = [:] { didSet { exchange = exchanges[effectiveContext] } }
+    private(set) var exchanges: [UInt32: FilterExchange] = [:]
     /// The call the guest acts for now: kept, as each host call reads it.
     private(set) var exchange: FilterExchange?
     /// What the callback running now may read: `PLUGIN_CONFIGURATION` while configuring, an HTTP call's answer while it is delivered.
@@ -152,15 +152,15 @@ final class FilterVM {
 
     /// The call is over: `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`.
     func close(_ context: UInt32) {
-        guard exchanges[context] != nil, broken == nil else {
-            exchanges[context] = nil
-            return
+        guard let closing = exchanges[context] else { return }
+        if broken == nil {
+            effectiveContext = context
+            _ = try? call(.done, [context])
+            _ = try? call(.log, [context])
+            _ = try? call(.delete, [context])
         }
-        effectiveContext = context
-        _ = try? call(.done, [context])
-        _ = try? call(.log, [context])
-        _ = try? call(.delete, [context])
         exchanges[context] = nil
+        if exchange === closing { exchange = nil }
     }
 }
 

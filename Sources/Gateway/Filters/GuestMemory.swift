@@ -8,20 +8,21 @@ import WasmKit
 struct GuestMemory {
     private enum Backing {
         case interpreter(Memory)
-        /// Read anew at each access: a grow may move it.
-        case compiled(CompiledInstance)
+        /// Read anew at each access: a grow may move it. Not retained at each
+        /// access: the VM that holds this memory holds its instance too.
+        case compiled(Unmanaged<CompiledInstance>)
     }
 
     private let backing: Backing
 
     init(memory: Memory) { backing = .interpreter(memory) }
 
-    init(compiled: CompiledInstance) { backing = .compiled(compiled) }
+    init(compiled: CompiledInstance) { backing = .compiled(.passUnretained(compiled)) }
 
     var byteCount: Int {
         switch backing {
         case .interpreter(let memory): memory.byteCount
-        case .compiled(let instance): instance.memory().count
+        case .compiled(let instance): instance._withUnsafeGuaranteedRef { $0.memory() }.count
         }
     }
 
@@ -34,7 +35,7 @@ struct GuestMemory {
             guard count > 0 else { return body(UnsafeMutableRawBufferPointer(start: nil, count: 0)) }
             return memory.withUnsafeMutableBufferPointer(offset: UInt(address), count: count, body)
         case .compiled(let instance):
-            let memory = instance.memory()
+            let memory = instance._withUnsafeGuaranteedRef { $0.memory() }
             guard Int(address) + count <= memory.count else { return nil }
             return body(UnsafeMutableRawBufferPointer(rebasing: memory[Int(address)..<Int(address) + count]))
         }
