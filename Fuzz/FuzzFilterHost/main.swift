@@ -49,7 +49,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let vm = vms[Int(input.first ?? 0) & 1]
     guard let context = try? vm.open(exchange) else { return 0 }
     defer { vm.close(context) }
-    vm.effectiveContext = context
+    vm.act(for: context, exchange)
     let size = UInt32(vm.memory?.byteCount ?? 0)
     // 1 byte picks the function, then 8 arguments of 4 bytes; the first byte of each argument says how to read it.
     var offset = 0

@@ -48,7 +48,7 @@ import WasmKit
     func call(_ vm: FilterVM, body: String = "hello") throws -> FilterExchange {
         var request = UpstreamRequest(method: "GET", target: "/a?b=1", headers: ["Host": "app", "X-Key": "v1"], body: Array(body.utf8))
         let exchange = FilterExchange(taking: &request, scheme: "http", info: Self.info)
-        vm.effectiveContext = try vm.open(exchange)
+        vm.act(for: try vm.open(exchange), exchange)
         return exchange
     }
 

@@ -64,7 +64,9 @@ final class LoopFilters: FilterVMSource {
     /// The filter's VM on this loop, built anew after a failure broke the
     /// last one. The config is borrowed: a copy per call retained each of its fields.
     func vm(_ filter: borrowing FilterConfig) throws(FilterFailure) -> FilterVM {
-        let index = vms.firstIndex { $0.name == filter.name }
+        // The name alone in the closure: capturing the borrowed config would copy it.
+        let name = filter.name
+        let index = vms.firstIndex { $0.name == name }
         if let index, vms[index].vm.broken == nil { return vms[index].vm }
         if let index { vms.remove(at: index) }
         let vm = try FilterVM.start(copy filter, services: services)

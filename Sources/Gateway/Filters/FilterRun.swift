@@ -56,7 +56,7 @@ final class FilterRun {
         while index < filters.count {
             do throws(FilterFailure) {
                 let (vm, context) = try open(index)
-                vm.effectiveContext = context
+                vm.act(for: context, exchange)
                 if !headersDone {
                     headersDone = true
                     let endOfStream: UInt32 = exchange.requestBody.isEmpty ? 1 : 0
@@ -171,7 +171,7 @@ final class FilterRun {
                     guard body?.isEmpty == false, vm.exports(callback) else { continue }
                     arguments = [context, UInt32(exchange.responseBody.count), 1]
                 }
-                vm.effectiveContext = context
+                vm.act(for: context, exchange)
                 do throws(FilterFailure) {
                     _ = try vm.call(callback, arguments)
                 } catch {

@@ -19,7 +19,7 @@ extension FilterVM {
         guard httpCalls.removeValue(forKey: id) != nil, broken == nil else { return }
         // The call may have ended meanwhile: its context is gone, the root hears of it anyway.
         let exchange = exchanges[context]
-        effectiveContext = exchanges[context] == nil ? rootContext : context
+        act(for: exchange == nil ? rootContext : context, exchange)
         switch result {
         case .success(let answer):
             lastCallStatus = UInt32(answer.status)
@@ -59,7 +59,7 @@ extension FilterVM {
     /// The tick fired: `proxy_on_tick` on the root context. Returns whether to tick again.
     func tick() -> Bool {
         guard tickPeriod != nil, broken == nil else { return false }
-        effectiveContext = rootContext
+        act(for: rootContext, nil)
         do {
             try call(.tick, [rootContext])
         } catch {

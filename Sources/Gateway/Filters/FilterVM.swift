@@ -15,7 +15,7 @@ final class FilterVM {
     let rootContext: UInt32 = 1
     private var lastContext: UInt32 = 1
     /// The context the guest acts for (`proxy_set_effective_context`).
-    var effectiveContext: UInt32 = 1 { didSet { exchange = exchanges[effectiveContext] } }
+    private(set) var effectiveContext: UInt32 = 1
     /// Each live HTTP context's call.
     private(set) var exchanges: [UInt32: FilterExchange] = [:]
     /// The call the guest acts for now: kept, as each host call reads it.
@@ -141,6 +141,15 @@ final class FilterVM {
         return .ok
     }
 
+    /// The guest acts for `context` (its call looked up).
+    func act(for context: UInt32) { act(for: context, exchanges[context]) }
+
+    /// The guest acts for `context`, whose call the caller knows.
+    func act(for context: UInt32, _ exchange: FilterExchange?) {
+        effectiveContext = context
+        self.exchange = exchange
+    }
+
     /// A new HTTP context for a call (`proxy_on_context_create`).
     func open(_ exchange: FilterExchange) throws(FilterFailure) -> UInt32 {
         lastContext &+= 1
@@ -154,7 +163,7 @@ final class FilterVM {
     func close(_ context: UInt32) {
         guard let closing = exchanges[context] else { return }
         if broken == nil {
-            effectiveContext = context
+            act(for: context, closing)
             _ = try? call(.done, [context])
             _ = try? call(.log, [context])
             _ = try? call(.delete, [context])

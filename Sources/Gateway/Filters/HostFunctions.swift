@@ -48,7 +48,7 @@ extension FilterVM {
         // Context lifecycle
         "proxy_set_effective_context": { vm, a in
             guard a[0] == vm.rootContext || vm.exchanges[a[0]] != nil else { return status(.badArgument) }
-            vm.effectiveContext = a[0]
+            vm.act(for: a[0])
             return status(.ok)
         },
         "proxy_done": { _, _ in status(.notFound) },
@@ -304,11 +304,12 @@ extension FilterVM {
     /// for `:method` a token). Checked when written, so the request and
     /// response need no pass over every field afterwards.
     static func isWritable(_ field: (name: String, value: String)) -> Bool {
-        switch field.name {
+        guard field.name.utf8.first == UInt8(ascii: ":") else { return HeaderList.isValidName(field.name) && HeaderList.isValidValue(field.value) }
+        return switch field.name {
         case ":path": field.value.utf8.first == UInt8(ascii: "/") && field.value.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
         case ":method": HeaderList.isValidName(field.value)
         case ":authority", ":scheme", ":status": HeaderList.isValidValue(field.value) && !field.value.isEmpty
-        default: HeaderList.isValidName(field.name) && HeaderList.isValidValue(field.value)
+        default: false
         }
     }
 

@@ -170,9 +170,12 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
         var name = name
         let (low, high) = tokenBits
         return name.withUTF8 { bytes in
-            !bytes.isEmpty && bytes.allSatisfy { byte in
-                byte < 64 ? low >> UInt64(byte) & 1 == 1 : byte < 128 && high >> UInt64(byte - 64) & 1 == 1
+            guard !bytes.isEmpty else { return false }
+            for byte in bytes {
+                let word = byte < 64 ? low : byte < 128 ? high : 0
+                if word >> UInt64(byte & 63) & 1 == 0 { return false }
             }
+            return true
         }
     }
 

@@ -11,7 +11,8 @@ final class CompiledEngine: FilterEngine {
     fileprivate let hosts: [FilterVM.HostFunction]
     /// Why the last host call trapped (a thrown error: the guest is unwound, the callback fails with it).
     fileprivate var hostFailure: (any Error)?
-    fileprivate unowned let vm: FilterVM
+    /// The VM owns this engine and outlives each call into it: not retained per host call.
+    fileprivate unowned(unsafe) let vm: FilterVM
 
     init(_ vm: FilterVM, library: String) throws(FilterFailure) {
         let filter = vm.filter
