@@ -48,7 +48,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
                                                        localAuthority: "127.0.0.1:1", scheme: "http", proto: "HTTP/1.1", startNanos: 0))
     let vm = vms[Int(input.first ?? 0) & 1]
     guard let context = try? vm.open(exchange) else { return 0 }
-    defer { vm.close(context) }
+    defer { vm.close(context, exchange) }
     vm.act(for: context, exchange)
     let size = UInt32(vm.memory?.byteCount ?? 0)
     // 1 byte picks the function, then 8 arguments of 4 bytes; the first byte of each argument says how to read it.

@@ -62,10 +62,10 @@ public enum Explanation {
 
         init(services: FilterServices) { self.services = services }
 
-        func vm(_ filter: borrowing FilterConfig) throws(FilterFailure) -> FilterVM {
-            if let vm = started[filter.name] { return vm }
-            let vm = try FilterVM.start(copy filter, services: services)
-            started[filter.name] = vm
+        func vm(_ filters: [FilterConfig], _ index: Int) throws(FilterFailure) -> FilterVM {
+            if let vm = started[filters[index].name] { return vm }
+            let vm = try FilterVM.start(filters[index], services: services)
+            started[filters[index].name] = vm
             return vm
         }
     }

@@ -61,16 +61,14 @@ final class LoopFilters: FilterVMSource {
             })
     }
 
-    /// The filter's VM on this loop, built anew after a failure broke the
-    /// last one. The config is borrowed: a copy per call retained each of its fields.
-    func vm(_ filter: borrowing FilterConfig) throws(FilterFailure) -> FilterVM {
-        // The name alone in the closure: capturing the borrowed config would copy it.
-        let name = filter.name
-        let index = vms.firstIndex { $0.name == name }
-        if let index, vms[index].vm.broken == nil { return vms[index].vm }
-        if let index { vms.remove(at: index) }
-        let vm = try FilterVM.start(copy filter, services: services)
-        vms.append((filter.name, vm))
+    /// The filter's VM on this loop, built anew after a failure broke the last one.
+    func vm(_ filters: [FilterConfig], _ index: Int) throws(FilterFailure) -> FilterVM {
+        let name = filters[index].name
+        let found = vms.firstIndex { $0.name == name }
+        if let found, vms[found].vm.broken == nil { return vms[found].vm }
+        if let found { vms.remove(at: found) }
+        let vm = try FilterVM.start(filters[index], services: services)
+        vms.append((name, vm))
         return vm
     }
 

@@ -5,9 +5,10 @@ import Logging
 /// pauses resuming the chain where it stopped, and later the response
 /// through them in reverse order, as Envoy runs its encoders. It keeps each
 /// filter's HTTP context until the call ends.
-/// Where a chain gets each filter's VM.
+/// Where a chain gets each filter's VM: `filters[index]`'s (the list and
+/// a position, as passing one config copied it).
 protocol FilterVMSource: AnyObject {
-    func vm(_ filter: borrowing FilterConfig) throws(FilterFailure) -> FilterVM
+    func vm(_ filters: [FilterConfig], _ index: Int) throws(FilterFailure) -> FilterVM
 }
 
 final class FilterRun {
@@ -26,7 +27,7 @@ final class FilterRun {
     private let filters: [FilterConfig]
     private let vms: any FilterVMSource
     private let onFailure: (FilterFailure, _ failedOpen: Bool) -> Void
-    private var contexts: [(vm: FilterVM, context: UInt32)?]
+    private var contexts: OpenedContexts
     /// The filter at work, and how far it got.
     private var index = 0
     private var headersDone = false
@@ -42,7 +43,7 @@ final class FilterRun {
         self.exchange = exchange
         self.vms = vms
         self.onFailure = onFailure
-        contexts = Array(repeating: nil, count: filters.count)
+        contexts = OpenedContexts(count: filters.count)
     }
 
     /// Runs the request's callbacks; `completion` once, maybe later (a filter paused).
@@ -96,8 +97,7 @@ final class FilterRun {
 
     private func open(_ index: Int) throws(FilterFailure) -> (FilterVM, UInt32) {
         if let opened = contexts[index] { return opened }
-        // Borrowed in place: a copy of the config per call retained each of its fields.
-        let vm = try filters.withUnsafeBufferPointer { filters throws(FilterFailure) in try vms.vm(filters[index]) }
+        let vm = try vms.vm(filters, index)
         let context = try vm.open(exchange)
         contexts[index] = (vm, context)
         return (vm, context)
@@ -150,7 +150,7 @@ final class FilterRun {
     /// Whether a filter of the call has a response callback: without one,
     /// the response is not converted for them.
     var readsResponses: Bool {
-        contexts.contains { $0.map { $0.vm.exports(.responseHeaders) || $0.vm.exports(.responseBody) } ?? false }
+        contexts.contains { $0.vm.exports(.responseHeaders) || $0.vm.exports(.responseBody) }
     }
 
     /// The response's head through the filters that saw the request, last
@@ -199,8 +199,33 @@ final class FilterRun {
         exchange.chain = nil
         for index in contexts.indices {
             guard let (vm, context) = contexts[index] else { continue }
-            vm.close(context)
+            vm.close(context, exchange)
             contexts[index] = nil
         }
+    }
+}
+
+/// Each filter's VM and HTTP context, once opened, by the filter's position;
+/// the first held inline, as most routes have one filter.
+struct OpenedContexts {
+    typealias Opened = (vm: FilterVM, context: UInt32)
+    private var first: Opened?
+    private var others: [Opened?]
+    let indices: Range<Int>
+
+    init(count: Int) {
+        indices = 0..<count
+        others = count > 1 ? Array(repeating: nil, count: count - 1) : []
+    }
+
+    subscript(index: Int) -> Opened? {
+        get { index == 0 ? first : others[index - 1] }
+        set {
+            if index == 0 { first = newValue } else { others[index - 1] = newValue }
+        }
+    }
+
+    func contains(where predicate: (Opened) -> Bool) -> Bool {
+        indices.contains { self[$0].map(predicate) ?? false }
     }
 }

@@ -11,6 +11,7 @@ final class FilterVM {
     let services: FilterServices
     private var engine: (any FilterEngine)?
     private(set) var memory: GuestMemory?
+    private var exported = 0
     /// The root (plugin) context's id; HTTP contexts count up from it.
     let rootContext: UInt32 = 1
     private var lastContext: UInt32 = 1
@@ -53,6 +54,7 @@ final class FilterVM {
         }
         self.engine = engine
         memory = engine.memory
+        exported = Callback.allCases.reduce(0) { engine.exports($1) ? $0 | 1 << $1.rawValue : $0 }
         // A reactor (`_initialize`, then `main` if any) or a command (`_start`).
         if exports(.initialize) {
             try call(.initialize, [])
@@ -97,7 +99,8 @@ final class FilterVM {
     }
 
     /// Whether the module exports a callback.
-    func exports(_ callback: Callback) -> Bool { engine?.exports(callback) ?? false }
+    /// Read from a mask made once: asked for each callback of each call.
+    func exports(_ callback: Callback) -> Bool { exported & 1 << callback.rawValue != 0 }
 
     /// Runs `callback` (nil: not exported); a failure breaks the VM.
     @discardableResult
@@ -159,14 +162,13 @@ final class FilterVM {
         return lastContext
     }
 
-    /// The call is over: `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`.
-    func close(_ context: UInt32) {
-        guard let closing = exchanges[context] else { return }
+    /// `exchange`'s call is over: `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`.
+    func close(_ context: UInt32, _ closing: FilterExchange) {
         if broken == nil {
             act(for: context, closing)
-            _ = try? call(.done, [context])
-            _ = try? call(.log, [context])
-            _ = try? call(.delete, [context])
+            if exports(.done) { _ = try? call(.done, [context]) }
+            if exports(.log) { _ = try? call(.log, [context]) }
+            if exports(.delete) { _ = try? call(.delete, [context]) }
         }
         exchanges[context] = nil
         if exchange === closing { exchange = nil }
