@@ -127,6 +127,35 @@ import WAT
         #expect(requests.allSatisfy { $0.header("x-signed") == ["yes"] })
     }
 
+    /// A filter that adds `x-order: <name>` to the request and to the response.
+    static func orderMark(_ name: String) -> String {
+        WasmFilter.wat(
+            imports: #"(import "env" "proxy_add_header_map_value" (func $add (param i32 i32 i32 i32 i32) (result i32)))"#,
+            data: #"(data (i32.const 100) "x-order") (data (i32.const 200) "\#(name)")"#,
+            """
+            (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+              (drop (call $add (i32.const 0) (i32.const 100) (i32.const 7) (i32.const 200) (i32.const \(name.utf8.count)))) (i32.const 0))
+            (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
+              (drop (call $add (i32.const 2) (i32.const 100) (i32.const 7) (i32.const 200) (i32.const \(name.utf8.count)))) (i32.const 0))
+            """)
+    }
+
+    @Test(arguments: Engine.allCases) func aChainRunsInOrderOnTheRequestAndInReverseOnTheResponse(_ engine: Engine) async throws {
+        let upstream = RecordingUpstream()
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start(try Self.config(
+            [("first", Self.orderMark("first"), ""), ("second", Self.orderMark("second"), ""), ("third", Self.orderMark("third"), "")],
+            routes: "  - {name: app, upstream: app, filters: [first, second, third]}",
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
+        for http2 in [false, true] {
+            let answer = try curl(["-s", "-i"] + (http2 ? ["--http2-prior-knowledge"] : []) + ["\(gateway.base)/chain"]).text.lowercased()
+            let marks = answer.split(separator: "\r\n").filter { $0.hasPrefix("x-order:") }
+            #expect(marks == ["x-order: third", "x-order: second", "x-order: first"], "\(answer)")
+        }
+        #expect(upstream.requests.count == 2)
+        #expect(upstream.requests.allSatisfy { $0.header("x-order") == ["first", "second", "third"] })
+    }
+
     @Test(arguments: Engine.allCases) func aLocalResponseAnswersTheClientAndNothingReachesTheUpstream(_ engine: Engine) async throws {
         let headers = WasmFilter.map([("x-why", "policy")])
         let deny = WasmFilter.wat(
