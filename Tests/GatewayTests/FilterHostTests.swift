@@ -47,7 +47,7 @@ import WasmKit
     /// A call on `vm` acting as the effective context.
     func call(_ vm: FilterVM, body: String = "hello") throws -> FilterExchange {
         var request = UpstreamRequest(method: "GET", target: "/a?b=1", headers: ["Host": "app", "X-Key": "v1"], body: Array(body.utf8))
-        let exchange = FilterExchange(taking: &request, scheme: "http", info: Self.info)
+        let exchange = FilterExchange(taking: &request, info: Self.info)
         vm.act(for: try vm.open(exchange), exchange)
         return exchange
     }

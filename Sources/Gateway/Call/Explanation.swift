@@ -81,7 +81,7 @@ public enum Explanation {
                                    streams: Bool) -> FilterResult {
         let services = FilterServices(logger: Logger(label: "gatewayd.filter"), shared: FilterSharedState(factory: NOOPMetricsHandler.instance))
         let vms = OfflineVMs(services: services)
-        let exchange = FilterExchange(taking: &request, scheme: info.scheme, info: info)
+        let exchange = FilterExchange(taking: &request, info: info)
         var failures: [String] = []
         let run = FilterRun(filters: filters, exchange: exchange, vms: vms) { failure, failedOpen in
             failures.append(failedOpen ? "\(failure) (fail_open: the call goes on unfiltered)" : "\(failure)")

@@ -31,7 +31,7 @@ enum RequestHooks {
         let info = FilterCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: call.requestID,
                                   clientAddress: client.peerAddress, localAuthority: client.localAuthority, scheme: shared.scheme, proto: proto,
                                   startNanos: FilterVM.wallClockNanos())
-        let exchange = FilterExchange(taking: &call.request, scheme: shared.scheme, info: info)
+        let exchange = FilterExchange(taking: &call.request, info: info)
         let requestID = call.requestID
         let filters = FilterRun(filters: route.filters, exchange: exchange, vms: host) { failure, failedOpen in
             host.failed(failure, failedOpen: failedOpen, route: route.config.name, requestID: requestID)

@@ -7,7 +7,7 @@ import Rewriter
 final class FilterExchange {
     typealias Fields = [(name: String, value: String)]
 
-    /// The request as the filters leave it (edited through `edit`); its `:scheme` is `scheme`.
+    /// The request as the filters leave it (edited through `edit`); its `:scheme` is `scheme`, the call's until a filter sets it.
     var request: UpstreamRequest
     var scheme: String
     var requestBody: [UInt8]
@@ -57,12 +57,12 @@ final class FilterExchange {
 
     /// Takes `request` over (the caller's is left empty until `handBack`),
     /// so that the filters' edits change it in place rather than a copy.
-    init(taking request: inout UpstreamRequest, scheme: String, info: FilterCallInfo) {
+    init(taking request: inout UpstreamRequest, info: FilterCallInfo) {
         var taken = UpstreamRequest(method: request.method, target: "", headers: HeaderList(), body: nil, framing: RequestFraming.none)
         swap(&taken, &request)
         requestBody = taken.body ?? []
         self.request = taken
-        self.scheme = scheme
+        scheme = info.scheme
         self.info = info
     }
 
