@@ -59,6 +59,8 @@ public enum Explanation {
     private final class OfflineVMs: FilterVMSource {
         let services: FilterServices
         private(set) var started: [String: FilterVM] = [:]
+        /// Each failure, as the explanation's notes say it.
+        private(set) var failures: [String] = []
 
         init(services: FilterServices) { self.services = services }
 
@@ -67,6 +69,10 @@ public enum Explanation {
             let vm = try FilterVM.start(filters[index], services: services)
             started[filters[index].name] = vm
             return vm
+        }
+
+        func failed(_ failure: FilterFailure, failedOpen: Bool, info: FilterCallInfo) {
+            failures.append(failedOpen ? "\(failure) (fail_open: the call goes on unfiltered)" : "\(failure)")
         }
     }
 
@@ -81,15 +87,11 @@ public enum Explanation {
                                    streams: Bool) -> FilterResult {
         let services = FilterServices(logger: Logger(label: "gatewayd.filter"), shared: FilterSharedState(factory: NOOPMetricsHandler.instance))
         let vms = OfflineVMs(services: services)
-        let exchange = FilterExchange(taking: &request, info: info)
-        var failures: [String] = []
-        let run = FilterRun(filters: filters, exchange: exchange, vms: vms) { failure, failedOpen in
-            failures.append(failedOpen ? "\(failure) (fail_open: the call goes on unfiltered)" : "\(failure)")
-        }
-        var outcome: FilterRun.Outcome?
-        run.request { outcome = $0 }
+        let run = FilterRun(filters: filters, taking: &request, info: info, vms: vms)
+        let outcome = run.request()
         defer { run.end() }
-        exchange.handBack(to: &request, streams: streams)
+        run.handBack(to: &request, streams: streams)
+        let failures = vms.failures
         switch outcome {
         case nil:
             let waiting = vms.started.values.filter { !$0.httpCalls.isEmpty }.map(\.filter.name)

@@ -127,10 +127,12 @@ extension ProxyHandler {
     }
 
     /// The answer through the route's filters (see `FilterRun.response`):
-    /// the answer that replaces it, when a filter made one, logged with why.
+    /// the answer that replaces it, when a filter made one, logged with why
+    /// (as is a failure `fail_open` let through).
     func filterResponse(_ head: inout ResponseHead, body: inout [UInt8]?, _ call: Call) -> OwnAnswer? {
-        guard let (answer, reason) = call.filters?.response(&head, body: &body, for: call, traceID: front.record.log.traceHex) else { return nil }
-        front.record.log.reason = reason
-        return answer
+        guard let filters = call.filters else { return nil }
+        let replaced = filters.response(&head, body: &body, for: call, traceID: front.record.log.traceHex)
+        if let reason = replaced?.reason ?? filters.failureReason { front.record.log.reason = reason }
+        return replaced?.0
     }
 }

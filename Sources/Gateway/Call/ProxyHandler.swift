@@ -140,24 +140,27 @@ final class ProxyHandler: UpstreamResponseDelegate {
                 fail(.rateLimited(route: name), call, extraHeaders: limit.limiter.refusalHeaders(policy: name, wait: wait), close: call.streams)
             }
         }
-        let proto = front.record.log.proto
-        RequestHooks.run(call, shared: shared, client: client, proto: proto == "HTTP/1.0" || proto == "HTTP/1.1" ? proto : "HTTP/2",
-                         logReason: { [self] in front.record.log.reason = $0 }) { [self] outcome in
-            // The call ended meanwhile (client gone, deadline): nothing to answer.
-            guard machine.isCurrent(token), let call = self.call else { return }
-            switch outcome {
-            case .proceed:
-                run(machine.modifiersFinished(token))
-            case .answer(let answer, let reason):
-                front.record.log.reason = reason
-                self.answer(answer)
-            case .closed(let reason):
-                front.record.log.reason = reason
-                cutShort("filter-closed")
-            case .failed(let problem, let reason):
-                if let reason { front.record.log.reason = reason }
-                fail(problem, call, close: call.streams)
-            }
+        if let outcome = RequestHooks.run(call, for: self, token: token) { hooksFinished(outcome, token) }
+    }
+
+    /// What the hooks made of the request, now or later (`token`: the step that ran them).
+    func hooksFinished(_ outcome: RequestHooks.Outcome, _ token: CallMachine.Token) {
+        // The call ended meanwhile (client gone, deadline): nothing to answer.
+        guard machine.isCurrent(token), let call else { return }
+        // A filter let through by `fail_open` says so on the access line.
+        if let reason = call.filters?.failureReason { front.record.log.reason = reason }
+        switch outcome {
+        case .proceed:
+            run(machine.modifiersFinished(token))
+        case .answer(let answer, let reason):
+            front.record.log.reason = reason
+            self.answer(answer)
+        case .closed(let reason):
+            front.record.log.reason = reason
+            cutShort("filter-closed")
+        case .failed(let problem, let reason):
+            if let reason { front.record.log.reason = reason }
+            fail(problem, call, close: call.streams)
         }
     }
 

@@ -4,8 +4,12 @@ import Rewriter
 /// What a call's request goes through before its first try: the route's
 /// Proxy-Wasm filters on the call's event loop, then the embedder's
 /// modifiers as a task (an async hop, taken only when there are hooks). The
-/// call's request is left as they made it; the outcome comes back on the
-/// call's event loop, for the runner to check that the call is still current.
+/// call's request is left as they made it. An outcome known at once is
+/// returned; one that comes later (a filter paused, the modifiers ran) goes
+/// to the runner's `hooksFinished` on the call's event loop, with the
+/// token of the step that started them, for the runner to check that the
+/// call is still current. Nothing is allocated for a call whose filters
+/// finish at once.
 enum RequestHooks {
     enum Outcome {
         case proceed
@@ -16,57 +20,67 @@ enum RequestHooks {
         case failed(Problem, reason: String?)
     }
 
-    /// `proto`: the protocol as the filters' `request.protocol` shows it;
-    /// `logReason`: why a filter failed, also one let through by `fail_open`.
-    static func run(_ call: Call, shared: ListenerContext, client: any ClientSide, proto: String, logReason: @escaping (String) -> Void,
-                    then completion: @escaping (Outcome) -> Void) {
-        guard !call.route.filters.isEmpty, call.filters == nil else { return modify(call, shared: shared, client: client, then: completion) }
+    typealias Token = ProxyHandler.CallMachine.Token
+
+    static func run(_ call: Call, for runner: ProxyHandler, token: Token) -> Outcome? {
+        guard !call.route.filters.isEmpty, call.filters == nil else { return modify(call, for: runner, token: token) }
         let route = call.route
-        func failed(_ failure: FilterFailure) -> Outcome {
-            .failed(.filterFailed(failure.filter, route: route.config.name), reason: failure.description)
+        guard let host = runner.shared.filters?.host(for: runner.client.eventLoop) else {
+            return failed(FilterFailure(route.filters[0].name, "no filter host on this event loop"), route: route)
         }
-        guard let host = shared.filters?.host(for: client.eventLoop) else {
-            return completion(failed(FilterFailure(route.filters[0].name, "no filter host on this event loop")))
-        }
+        // The protocol as the filters' `request.protocol` shows it.
+        let proto = runner.front.record.log.proto
         let info = FilterCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: call.requestID,
-                                  clientAddress: client.peerAddress, localAuthority: client.localAuthority, scheme: shared.scheme, proto: proto,
+                                  clientAddress: runner.client.peerAddress, localAuthority: runner.client.localAuthority,
+                                  scheme: runner.shared.scheme, proto: proto == "HTTP/1.0" || proto == "HTTP/1.1" ? proto : "HTTP/2",
                                   startNanos: FilterVM.wallClockNanos())
-        let exchange = FilterExchange(taking: &call.request, info: info)
-        let requestID = call.requestID
-        let filters = FilterRun(filters: route.filters, exchange: exchange, vms: host) { failure, failedOpen in
-            host.failed(failure, failedOpen: failedOpen, route: route.config.name, requestID: requestID)
-            logReason(failedOpen ? "\(failure) (fail_open)" : failure.description)
-        }
+        let filters = FilterRun(filters: route.filters, taking: &call.request, info: info, vms: host)
         call.filters = filters
-        filters.request { outcome in
-            // What a filter wrote was checked as it wrote it (`FilterVM.isWritable`).
-            exchange.handBack(to: &call.request, streams: call.streams)
-            switch outcome {
-            case .proceed:
-                modify(call, shared: shared, client: client, then: completion)
-            case .answer(let local):
-                completion(.answer(OwnAnswer(local, requestID: call.requestID, to: call.requestHead, close: call.streams),
-                                   reason: "filter \(local.filter) answered: \(local.details)"))
-            case .closed(let filter):
-                completion(.closed(reason: "filter \(filter) closed the stream"))
-            case .failed(let failure):
-                completion(failed(failure))
+        guard let outcome = filters.request() else {
+            filters.whenResumed = { outcome in
+                if let next = filtered(outcome, call, for: runner, token: token) { runner.hooksFinished(next, token) }
             }
+            return nil
+        }
+        return filtered(outcome, call, for: runner, token: token)
+    }
+
+    /// The filters' outcome, their request handed back to the call (what a
+    /// filter wrote was checked as it wrote it: `FilterVM.isWritable`).
+    private static func filtered(_ outcome: FilterRun.Outcome, _ call: Call, for runner: ProxyHandler, token: Token) -> Outcome? {
+        call.filters?.handBack(to: &call.request, streams: call.streams)
+        switch outcome {
+        case .proceed:
+            return modify(call, for: runner, token: token)
+        case .answer(let local):
+            return .answer(OwnAnswer(local, requestID: call.requestID, to: call.requestHead, close: call.streams),
+                           reason: "filter \(local.filter) answered: \(local.details)")
+        case .closed(let filter):
+            return .closed(reason: "filter \(filter) closed the stream")
+        case .failed(let failure):
+            return failed(failure, route: call.route)
         }
     }
 
-    private static func modify(_ call: Call, shared: ListenerContext, client: any ClientSide, then completion: @escaping (Outcome) -> Void) {
-        guard !shared.modifiers.isEmpty else { return completion(.proceed) }
+    private static func failed(_ failure: FilterFailure, route: Route) -> Outcome {
+        .failed(.filterFailed(failure.filter, route: route.config.name), reason: failure.description)
+    }
+
+    private static func modify(_ call: Call, for runner: ProxyHandler, token: Token) -> Outcome? {
+        let shared = runner.shared
+        guard !shared.modifiers.isEmpty else { return .proceed }
+        let client = runner.client
         let context = ModifierContext(route: call.route.config.name, upstream: call.route.upstream.name,
                                       client: ClientInfo(address: client.peerAddress, scheme: shared.scheme, requestID: call.requestID))
         shared.modifiers.modify(call.request, context: context, streams: call.streams, on: client.eventLoop).assumeIsolated().whenSuccess { result in
             switch result {
             case .success(let modified):
                 call.request = modified
-                completion(.proceed)
+                runner.hooksFinished(.proceed, token)
             case .failure(let problem):
-                completion(.failed(problem, reason: nil))
+                runner.hooksFinished(.failed(problem, reason: nil), token)
             }
         }
+        return nil
     }
 }

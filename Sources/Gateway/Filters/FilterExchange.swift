@@ -3,8 +3,9 @@ import Rewriter
 /// One call as its filters see and edit it: the request that will go
 /// upstream (read and edited in place, its pseudo-fields Envoy's), the
 /// response's header maps, the bodies, what a filter answered in the
-/// upstream's stead, and the call's properties.
-final class FilterExchange {
+/// upstream's stead, and the call's properties. A call's chain of filters
+/// (`FilterRun`) is its exchange: one object per call, not two.
+class FilterExchange {
     typealias Fields = [(name: String, value: String)]
 
     /// The request as the filters leave it (edited through `edit`); its `:scheme` is `scheme`, the call's until a filter sets it.
@@ -25,11 +26,6 @@ final class FilterExchange {
     /// What a filter asked of the stream in its last callback (continue,
     /// close, or an answer): read once the callback returned.
     var pending: Resumption?
-    /// The chain waiting for a paused filter: told, after a callback that did
-    /// not come from the chain (an HTTP call's answer, a tick), what it asked.
-    /// Not retained (the chain holds the exchange), and cleared by the chain
-    /// before it goes: a weak reference would cost the chain a side table.
-    unowned(unsafe) var chain: FilterRun?
 
     enum Resumption {
         case `continue`(ProxyWasm.StreamType)
@@ -44,8 +40,13 @@ final class FilterExchange {
     func deliverPending() {
         guard let resumption = pending ?? (localResponse != nil ? .answered : nil) else { return }
         pending = nil
-        chain?.resumed(resumption)
+        resumed(resumption)
     }
+
+    /// What a paused filter asked, after a callback that did not come from
+    /// the chain (an HTTP call's answer, a tick): the chain goes on from it.
+    /// An exchange with no chain (a test's) has nothing to resume.
+    func resumed(_ resumption: Resumption) {}
 
     struct LocalResponse {
         var status: Int

@@ -73,12 +73,12 @@ final class LoopFilters: FilterVMSource {
     }
 
     /// A filter failed: counted, and logged under its name.
-    func failed(_ failure: FilterFailure, failedOpen: Bool, route: String, requestID: String) {
+    func failed(_ failure: FilterFailure, failedOpen: Bool, info: FilterCallInfo) {
         Counter(label: "gatewayd_filter_failures_total", dimensions: [("filter", failure.filter), ("fail_open", String(failedOpen))],
                 factory: failures).increment()
         services.logger.error("filter failed", metadata: [
-            "filter": .string(failure.filter), "reason": .string(failure.reason), "route": .string(route),
-            "request_id": .string(requestID), "fail_open": .stringConvertible(failedOpen),
+            "filter": .string(failure.filter), "reason": .string(failure.reason), "route": .string(info.route),
+            "request_id": .string(info.requestID), "fail_open": .stringConvertible(failedOpen),
         ])
     }
 }

@@ -1,19 +1,21 @@
 import Logging
 
-/// A call's filters at work: its request through each filter in order
-/// (headers, then the body when the filter reads bodies), a filter that
-/// pauses resuming the chain where it stopped, and later the response
-/// through them in reverse order, as Envoy runs its encoders. It keeps each
-/// filter's HTTP context until the call ends.
 /// Where a chain gets each filter's VM: `filters[index]`'s (the list and
-/// a position, as passing one config copied it).
+/// a position, as passing one config copied it), and where its failures go.
 protocol FilterVMSource: AnyObject {
     func vm(_ filters: [FilterConfig], _ index: Int) throws(FilterFailure) -> FilterVM
+    /// A filter failed (`failedOpen`: its `fail_open` let the call go on).
+    func failed(_ failure: FilterFailure, failedOpen: Bool, info: FilterCallInfo)
 }
 
-final class FilterRun {
+/// A call's filters at work on its exchange: its request through each
+/// filter in order (headers, then the body when the filter reads bodies),
+/// a filter that pauses resuming the chain where it stopped, and later the
+/// response through them in reverse order, as Envoy runs its encoders. It
+/// keeps each filter's HTTP context until the call ends.
+final class FilterRun: FilterExchange {
     enum Outcome {
-        /// Every filter let the request through: `exchange` holds it as it now is.
+        /// Every filter let the request through: the exchange holds it as it now is.
         case proceed
         /// A filter answered the client itself.
         case answer(FilterExchange.LocalResponse)
@@ -23,50 +25,60 @@ final class FilterRun {
         case failed(FilterFailure)
     }
 
-    let exchange: FilterExchange
     private let filters: [FilterConfig]
     private let vms: any FilterVMSource
-    private let onFailure: (FilterFailure, _ failedOpen: Bool) -> Void
     private var contexts: OpenedContexts
     /// The filter at work, and how far it got.
     private var index = 0
     private var headersDone = false
     private var bodyDone = false
-    private var completion: ((Outcome) -> Void)?
-    /// Waiting for filter `index` to continue.
-    private var paused = false
+    private var stage = Stage.running
+    /// Told the outcome of a chain that paused (set once `request()` returned nil).
+    var whenResumed: ((Outcome) -> Void)?
+    /// The last failure, as the access line gives it (one `fail_open` let
+    /// through says so).
+    private(set) var failureReason: String?
 
-    /// `vms`: each filter's VM on this event loop (built anew when broken).
-    /// `onFailure`: told of each failure, also those let through by `fail_open`.
-    init(filters: [FilterConfig], exchange: FilterExchange, vms: any FilterVMSource, onFailure: @escaping (FilterFailure, Bool) -> Void) {
-        self.filters = filters
-        self.exchange = exchange
-        self.vms = vms
-        self.onFailure = onFailure
-        contexts = OpenedContexts(count: filters.count)
+    private enum Stage {
+        case running
+        /// Waiting for filter `index` to continue.
+        case paused
+        case finished(Outcome)
+        case over
     }
 
-    /// Runs the request's callbacks; `completion` once, maybe later (a filter paused).
-    func request(_ completion: @escaping (Outcome) -> Void) {
-        self.completion = completion
-        exchange.chain = self
+    /// Takes `request` over as its exchange does; `vms`: each filter's VM on
+    /// this event loop (built anew when broken).
+    init(filters: [FilterConfig], taking request: inout UpstreamRequest, info: FilterCallInfo, vms: any FilterVMSource) {
+        self.filters = filters
+        self.vms = vms
+        contexts = OpenedContexts(count: filters.count)
+        super.init(taking: &request, info: info)
+    }
+
+    /// Runs the request's callbacks: their outcome, or nil when a filter
+    /// paused (then `whenResumed` is told, later).
+    func request() -> Outcome? {
         advance()
+        guard case .finished(let outcome) = stage else { return nil }
+        stage = .over
+        return outcome
     }
 
     private func advance() {
         while index < filters.count {
             do throws(FilterFailure) {
                 let (vm, context) = try open(index)
-                vm.act(for: context, exchange)
+                vm.act(for: context, self)
                 if !headersDone {
                     headersDone = true
-                    let endOfStream: UInt32 = exchange.requestBody.isEmpty ? 1 : 0
-                    let action = try vm.call(.requestHeaders, [context, UInt32(FilterExchange.pseudoFieldCount + exchange.request.headers.count), endOfStream])
+                    let endOfStream: UInt32 = requestBody.isEmpty ? 1 : 0
+                    let action = try vm.call(.requestHeaders, [context, UInt32(FilterExchange.pseudoFieldCount + request.headers.count), endOfStream])
                     if stop(after: action) { return }
                 }
-                if !bodyDone, !exchange.requestBody.isEmpty, vm.exports(.requestBody) {
+                if !bodyDone, !requestBody.isEmpty, vm.exports(.requestBody) {
                     bodyDone = true
-                    let action = try vm.call(.requestBody, [context, UInt32(exchange.requestBody.count), 1])
+                    let action = try vm.call(.requestBody, [context, UInt32(requestBody.count), 1])
                     if stop(after: action) { return }
                 }
             } catch {
@@ -85,7 +97,7 @@ final class FilterRun {
             finish(.failed(failure))
             return false
         }
-        onFailure(failure, true)
+        failed(failure, open: true)
         return true
     }
 
@@ -98,16 +110,16 @@ final class FilterRun {
     private func open(_ index: Int) throws(FilterFailure) -> (FilterVM, UInt32) {
         if let opened = contexts[index] { return opened }
         let vm = try vms.vm(filters, index)
-        let context = try vm.open(exchange)
+        let context = try vm.open(self)
         contexts[index] = (vm, context)
         return (vm, context)
     }
 
     /// Whether the chain stops here: a local answer, a close, or a pause (resumed later).
     private func stop(after action: UInt32?) -> Bool {
-        let pending = exchange.pending
-        exchange.pending = nil
-        if let local = exchange.localResponse {
+        let pending = self.pending
+        self.pending = nil
+        if let local = localResponse {
             finish(.answer(local))
             return true
         }
@@ -117,16 +129,16 @@ final class FilterRun {
         }
         // Continued inside the callback that paused: no wait.
         if action == ProxyWasm.Action.pause.rawValue, pending == nil {
-            paused = true
+            stage = .paused
             return true
         }
         return false
     }
 
     /// A paused filter continued, closed the stream, answered, or failed (from an HTTP call's answer or a tick).
-    func resumed(_ resumption: FilterExchange.Resumption) {
-        guard paused, completion != nil else { return }
-        paused = false
+    override func resumed(_ resumption: Resumption) {
+        guard case .paused = stage else { return }
+        stage = .running
         switch resumption {
         case .failed(let failure):
             guard failedOpen(failure) else { return }
@@ -135,16 +147,26 @@ final class FilterRun {
         case .close:
             finish(.closed(filter: filters[index].name))
         case .continue(_), .answered:
-            if let local = exchange.localResponse { return finish(.answer(local)) }
+            if let local = localResponse { return finish(.answer(local)) }
             advance()
         }
     }
 
+    /// The request's outcome: returned by `request()`, or told to `whenResumed` after a pause.
     private func finish(_ outcome: Outcome) {
-        guard let completion else { return }
-        self.completion = nil
-        if case .failed(let failure) = outcome { onFailure(failure, false) }
-        completion(outcome)
+        guard case .running = stage else { return }
+        if case .failed(let failure) = outcome { failed(failure, open: false) }
+        guard let whenResumed = whenResumed.take() else {
+            stage = .finished(outcome)
+            return
+        }
+        stage = .over
+        whenResumed(outcome)
+    }
+
+    private func failed(_ failure: FilterFailure, open: Bool) {
+        failureReason = open ? "\(failure) (fail_open)" : failure.description
+        vms.failed(failure, failedOpen: open, info: info)
     }
 
     /// Whether a filter of the call has a response callback: without one,
@@ -157,49 +179,44 @@ final class FilterRun {
     /// first, then its body (when it was held whole: `body` not nil) through
     /// those that read bodies. Returns a local answer that replaces it, if
     /// one did.
-    func response(status: Int, headers: inout FilterExchange.Fields, body: inout [UInt8]?) -> Outcome {
-        exchange.responseHeaders = [(":status", String(status))] + headers
-        exchange.responseBody = body ?? []
+    func response(status: Int, headers: inout Fields, body: inout [UInt8]?) -> Outcome {
+        responseHeaders = [(":status", String(status))] + headers
+        responseBody = body ?? []
         let endOfStream: UInt32 = body?.isEmpty == true ? 1 : 0
         for callback in [FilterVM.Callback.responseHeaders, .responseBody] {
             for index in contexts.indices.reversed() {
                 guard let (vm, context) = contexts[index] else { continue }
                 let arguments: CallbackArguments
                 if callback == .responseHeaders {
-                    arguments = [context, UInt32(exchange.responseHeaders.count), endOfStream]
+                    arguments = [context, UInt32(responseHeaders.count), endOfStream]
                 } else {
                     guard body?.isEmpty == false, vm.exports(callback) else { continue }
-                    arguments = [context, UInt32(exchange.responseBody.count), 1]
+                    arguments = [context, UInt32(responseBody.count), 1]
                 }
-                vm.act(for: context, exchange)
+                vm.act(for: context, self)
                 do throws(FilterFailure) {
                     _ = try vm.call(callback, arguments)
                 } catch {
                     contexts[index] = nil
-                    guard filters[index].failOpen else {
-                        onFailure(error, false)
-                        return .failed(error)
-                    }
-                    onFailure(error, true)
+                    failed(error, open: filters[index].failOpen)
+                    guard filters[index].failOpen else { return .failed(error) }
                 }
-                exchange.pending = nil
-                if let local = exchange.localResponse { return .answer(local) }
+                pending = nil
+                if let local = localResponse { return .answer(local) }
             }
         }
-        headers = exchange.responseHeaders.filter { !$0.name.hasPrefix(":") }
-        if body != nil { body = exchange.responseBody }
+        headers = responseHeaders.filter { !$0.name.hasPrefix(":") }
+        if body != nil { body = responseBody }
         return .proceed
     }
 
-    deinit { exchange.chain = nil }
-
     /// The call is over: each context's `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`.
     func end() {
-        completion = nil
-        exchange.chain = nil
+        stage = .over
+        whenResumed = nil
         for index in contexts.indices {
             guard let (vm, context) = contexts[index] else { continue }
-            vm.close(context, exchange)
+            vm.close(context, self)
             contexts[index] = nil
         }
     }

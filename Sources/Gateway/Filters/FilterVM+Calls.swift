@@ -43,7 +43,7 @@ extension FilterVM {
             try call(.httpCallResponse, [rootContext, id, headerCount, bodySize, 0])
         } catch {
             exchange?.pending = nil
-            exchange?.chain?.resumed(.failed(error))
+            exchange?.resumed(.failed(error))
             return
         }
         for exchange in exchanges.values { exchange.deliverPending() }
