@@ -59,6 +59,8 @@ import Testing
                 #expect(list.contains(name) == !matches.isEmpty)
                 #expect(list[name] == matches.first.map { model[$0].value })
                 #expect(list.values(name) == matches.map { model[$0].value })
+                // A name given as bytes (a filter's, read in its memory) is found as its string is.
+                #expect(Array(name.utf8).withUnsafeBytes { list.firstIndex(named: $0) } == matches.first)
                 for start in 0...model.count {
                     #expect(list.firstIndex(named: name, from: start) == matches.first { $0 >= start })
                 }

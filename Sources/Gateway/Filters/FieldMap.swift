@@ -13,11 +13,16 @@ enum FieldMap {
         }
     }
 
-    /// The first value of `name`, case-insensitively.
-    func value(_ name: String) -> String? {
+    /// The first value of `name` (UTF-8 bytes, read in place from the guest), case-insensitively.
+    func value(named name: UnsafeRawBufferPointer) -> String? {
         switch self {
-        case .request(let exchange): exchange.requestValue(name)
-        case .fields(let fields): FilterExchange.value(name, in: fields)
+        case .request(let exchange):
+            return exchange.requestValue(named: name)
+        case .fields(let fields):
+            return fields.withUnsafeBufferPointer { fields in
+                for i in fields.indices where HeaderList.equalNames(fields[i].name, name) { return fields[i].value }
+                return nil
+            }
         }
     }
 

@@ -6,14 +6,14 @@ import Rewriter
 extension FilterExchange {
     static let pseudoFieldCount = 4
 
-    func requestValue(_ name: String) -> String? {
-        switch name {
-        case ":method": request.method
-        case ":path": request.target
-        case ":authority": request.headers["Host"] ?? ""
-        case ":scheme": scheme
-        default: name.utf8.first == UInt8(ascii: ":") ? nil : request.headers[name]
-        }
+    /// The first value of `name` (UTF-8 bytes; pseudo-fields by their exact names).
+    func requestValue(named name: UnsafeRawBufferPointer) -> String? {
+        guard name.first == UInt8(ascii: ":") else { return request.headers.firstIndex(named: name).map { request.headers[$0].value } }
+        if name.elementsEqual(":method".utf8) { return request.method }
+        if name.elementsEqual(":path".utf8) { return request.target }
+        if name.elementsEqual(":authority".utf8) { return request.headers["Host"] ?? "" }
+        if name.elementsEqual(":scheme".utf8) { return scheme }
+        return nil
     }
 
     /// Each field in map order, read in place: `:method`, `:path`,

@@ -45,6 +45,11 @@ struct GuestMemory {
         withBytes(address, count: Int(count)) { Array($0) }
     }
 
+    /// `count` bytes from `address`, read in place.
+    func read<R>(_ address: UInt32, count: UInt32, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
+        withBytes(address, count: Int(count)) { body(UnsafeRawBufferPointer($0)) }
+    }
+
     /// Decoded in place (a name or value of up to 15 bytes allocates nothing).
     func readString(_ address: UInt32, count: UInt32) -> String? {
         withBytes(address, count: Int(count)) { String(decoding: UnsafeRawBufferPointer($0), as: UTF8.self) }

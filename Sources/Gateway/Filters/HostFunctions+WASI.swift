@@ -8,7 +8,7 @@ extension FilterVM {
     private static func errno(_ errno: ProxyWasm.Errno) -> Int32 { errno.rawValue }
 
     static let wasiFunctions: [String: HostFunction] = [
-        "fd_write": { vm, a in
+        "fd_write": .init { vm, a in
             guard a[0] == 1 || a[0] == 2 else { return errno(.badf) }
             guard let memory = vm.memory else { return errno(.fault) }
             var text: [UInt8] = []
@@ -24,21 +24,21 @@ extension FilterVM {
             if !message.isEmpty { vm.log(level: a[0] == 1 ? 2 : 4, message) }
             return errno(.success)
         },
-        "fd_read": { _, _ in errno(.badf) },
-        "fd_close": { _, _ in errno(.badf) },
-        "fd_seek": { _, _ in errno(.badf) },
-        "fd_fdstat_get": { _, _ in errno(.badf) },
-        "fd_fdstat_set_flags": { _, _ in errno(.badf) },
-        "fd_filestat_get": { _, _ in errno(.badf) },
-        "fd_prestat_get": { _, _ in errno(.badf) },
-        "fd_prestat_dir_name": { _, _ in errno(.badf) },
-        "path_open": { _, _ in errno(.badf) },
-        "poll_oneoff": { _, _ in errno(.notsup) },
-        "sched_yield": { _, _ in errno(.success) },
-        "clock_res_get": { vm, a in
+        "fd_read": .init { _, _ in errno(.badf) },
+        "fd_close": .init { _, _ in errno(.badf) },
+        "fd_seek": .init { _, _ in errno(.badf) },
+        "fd_fdstat_get": .init { _, _ in errno(.badf) },
+        "fd_fdstat_set_flags": .init { _, _ in errno(.badf) },
+        "fd_filestat_get": .init { _, _ in errno(.badf) },
+        "fd_prestat_get": .init { _, _ in errno(.badf) },
+        "fd_prestat_dir_name": .init { _, _ in errno(.badf) },
+        "path_open": .init { _, _ in errno(.badf) },
+        "poll_oneoff": .init { _, _ in errno(.notsup) },
+        "sched_yield": .init { _, _ in errno(.success) },
+        "clock_res_get": .init { vm, a in
             vm.memory?.write(UInt64(1), at: a[1]) == true ? errno(.success) : errno(.fault)
         },
-        "clock_time_get": { vm, a in
+        "clock_time_get": .init { vm, a in
             let now: UInt64
             switch a[0] {
             case 0: now = FilterVM.wallClockNanos()
@@ -50,20 +50,20 @@ extension FilterVM {
             }
             return vm.memory?.write(now, at: a[2]) == true ? errno(.success) : errno(.fault)
         },
-        "random_get": { vm, a in
+        "random_get": .init { vm, a in
             var generator = SystemRandomNumberGenerator()
             let bytes = (0..<Int(min(a[1], 65536))).map { _ in UInt8.random(in: 0...255, using: &generator) }
             guard a[1] <= 65536, vm.memory?.write(bytes, at: a[0]) == true else { return errno(.fault) }
             return errno(.success)
         },
-        "environ_sizes_get": { vm, a in
+        "environ_sizes_get": .init { vm, a in
             let entries = vm.environmentEntries
             guard vm.memory?.write(UInt32(entries.count), at: a[0]) == true,
                 vm.memory?.write(UInt32(entries.reduce(0) { $0 + $1.count }), at: a[1]) == true
             else { return errno(.fault) }
             return errno(.success)
         },
-        "environ_get": { vm, a in
+        "environ_get": .init { vm, a in
             var pointer = a[0], buffer = a[1]
             for entry in vm.environmentEntries {
                 guard vm.memory?.write(buffer, at: pointer) == true, vm.memory?.write(entry, at: buffer) == true else { return errno(.fault) }
@@ -72,12 +72,12 @@ extension FilterVM {
             }
             return errno(.success)
         },
-        "args_sizes_get": { vm, a in
+        "args_sizes_get": .init { vm, a in
             guard vm.memory?.write(UInt32(0), at: a[0]) == true, vm.memory?.write(UInt32(0), at: a[1]) == true else { return errno(.fault) }
             return errno(.success)
         },
-        "args_get": { _, _ in errno(.success) },
-        "proc_exit": { _, a in throw FilterExit(code: a[0]) },
+        "args_get": .init { _, _ in errno(.success) },
+        "proc_exit": .init { _, a in throw FilterExit(code: a[0]) },
     ]
 
     /// `NAME=value\0` for each variable the config lets the filter see.

@@ -87,6 +87,16 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
         }
     }
 
+    /// Where the first field named `name`, given as UTF-8 bytes, is: a name
+    /// a filter asks for is looked up in its memory without making a string of it.
+    public func firstIndex(named name: UnsafeRawBufferPointer) -> Int? {
+        guard present & 1 << UInt64(name.count & 63) != 0 else { return nil }
+        return fields.withUnsafeBufferPointer { fields in
+            for i in fields.indices where Self.equalNames(fields[i].name, name) { return i }
+            return nil
+        }
+    }
+
     /// The fields in place, for loops by index (`for field in list` copies each).
     @inlinable
     public func withFields<R>(_ body: (UnsafeBufferPointer<Field>) throws -> R) rethrows -> R {
@@ -156,6 +166,15 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
             }
         }), let equal { return equal }
         return zip(a.utf8, b.utf8).allSatisfy(sameLetter)
+    }
+
+    public static func equalNames(_ a: String, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.utf8.count == b.count else { return false }
+        if let equal = a.utf8.withContiguousStorageIfAvailable({ x in
+            for i in 0..<x.count where !sameLetter(x[i], b[i]) { return false }
+            return true
+        }) { return equal }
+        return zip(a.utf8, b).allSatisfy(sameLetter)
     }
 
     /// Equal bytes, or the two cases of one ASCII letter.
