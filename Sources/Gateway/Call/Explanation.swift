@@ -42,7 +42,7 @@ public enum Explanation {
         }
         var notes: [String] = []
         if !route.filters.isEmpty {
-            let info = FilterCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: client.requestID,
+            let info = FixedCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: client.requestID,
                                       clientAddress: client.address, localAuthority: side.localAuthority, scheme: client.scheme,
                                       proto: "HTTP/1.1", startNanos: FilterVM.wallClockNanos())
             switch runFilters(route.filters, on: &request, info: info, streams: admitted.streams) {
@@ -71,7 +71,7 @@ public enum Explanation {
             return vm
         }
 
-        func failed(_ failure: FilterFailure, failedOpen: Bool, info: FilterCallInfo) {
+        func failed(_ failure: FilterFailure, failedOpen: Bool, info: any FilterCallInfo) {
             failures.append(failedOpen ? "\(failure) (fail_open: the call goes on unfiltered)" : "\(failure)")
         }
     }
@@ -83,7 +83,7 @@ public enum Explanation {
 
     /// The route's filters over the request, offline: each on a VM of its
     /// own, with no HTTP call made (a filter that waits for one is said to).
-    private static func runFilters(_ filters: [FilterConfig], on request: inout UpstreamRequest, info: FilterCallInfo,
+    private static func runFilters(_ filters: [FilterConfig], on request: inout UpstreamRequest, info: any FilterCallInfo,
                                    streams: Bool) -> FilterResult {
         let services = FilterServices(logger: Logger(label: "gatewayd.filter"), shared: FilterSharedState(factory: NOOPMetricsHandler.instance))
         let vms = OfflineVMs(services: services)

@@ -9,6 +9,7 @@ struct LoopContext {
     private var loopPool: UpstreamPool?
     private var loopLogBuffer: AccessLog.Buffer?
     private var loopSpanBuffer: SpanExporter.Buffer?
+    private var loopFilters: LoopFilters?
 
     init(_ shared: ListenerContext, eventLoop: any EventLoop) {
         self.shared = shared
@@ -38,6 +39,15 @@ struct LoopContext {
             let buffer = accessLog.buffer(for: eventLoop)
             loopLogBuffer = buffer
             return buffer
+        }
+    }
+
+    /// This loop's filter VMs (nil: no filters are configured).
+    var filters: LoopFilters? {
+        mutating get {
+            if let loopFilters { return loopFilters }
+            loopFilters = shared.filters?.host(for: eventLoop)
+            return loopFilters
         }
     }
 

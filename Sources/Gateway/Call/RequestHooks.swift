@@ -25,16 +25,10 @@ enum RequestHooks {
     static func run(_ call: Call, for runner: ProxyHandler, token: Token) -> Outcome? {
         guard !call.route.filters.isEmpty, call.filters == nil else { return modify(call, for: runner, token: token) }
         let route = call.route
-        guard let host = runner.shared.filters?.host(for: runner.client.eventLoop) else {
+        guard let host = runner.front.context.filters else {
             return failed(FilterFailure(route.filters[0].name, "no filter host on this event loop"), route: route)
         }
-        // The protocol as the filters' `request.protocol` shows it.
-        let proto = runner.front.record.log.proto
-        let info = FilterCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: call.requestID,
-                                  clientAddress: runner.client.peerAddress, localAuthority: runner.client.localAuthority,
-                                  scheme: runner.shared.scheme, proto: proto == "HTTP/1.0" || proto == "HTTP/1.1" ? proto : "HTTP/2",
-                                  startNanos: FilterVM.wallClockNanos())
-        let filters = FilterRun(filters: route.filters, taking: &call.request, info: info, vms: host)
+        let filters = FilterRun(filters: route.filters, taking: &call.request, info: runner.front, vms: host)
         call.filters = filters
         guard let outcome = filters.request() else {
             filters.whenResumed = { outcome in

@@ -1,3 +1,4 @@
+import Glibc
 import Rewriter
 
 /// The request map read and edited in place: Envoy's pseudo-fields are the
@@ -9,11 +10,15 @@ extension FilterExchange {
     /// The first value of `name` (UTF-8 bytes; pseudo-fields by their exact names).
     func requestValue(named name: UnsafeRawBufferPointer) -> String? {
         guard name.first == UInt8(ascii: ":") else { return request.headers.firstIndex(named: name).map { request.headers[$0].value } }
-        if name.elementsEqual(":method".utf8) { return request.method }
-        if name.elementsEqual(":path".utf8) { return request.target }
-        if name.elementsEqual(":authority".utf8) { return request.headers["Host"] ?? "" }
-        if name.elementsEqual(":scheme".utf8) { return scheme }
+        if Self.equal(name, ":method") { return request.method }
+        if Self.equal(name, ":path") { return request.target }
+        if Self.equal(name, ":authority") { return request.headers["Host"] ?? "" }
+        if Self.equal(name, ":scheme") { return scheme }
         return nil
+    }
+
+    private static func equal(_ bytes: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
+        bytes.count == name.utf8CodeUnitCount && memcmp(bytes.baseAddress!, name.utf8Start, bytes.count) == 0
     }
 
     /// Each field in map order, read in place: `:method`, `:path`,

@@ -20,7 +20,7 @@ class FilterExchange {
     var responseTrailers: Fields = []
     /// A filter answered the client itself (`proxy_send_local_response`).
     var localResponse: LocalResponse?
-    let info: FilterCallInfo
+    let info: any FilterCallInfo
     /// Properties the filters set (`proxy_set_property`), by path.
     var setProperties: [String: [UInt8]] = [:]
     /// What a filter asked of the stream in its last callback (continue,
@@ -58,7 +58,7 @@ class FilterExchange {
 
     /// Takes `request` over (the caller's is left empty until `handBack`),
     /// so that the filters' edits change it in place rather than a copy.
-    init(taking request: inout UpstreamRequest, info: FilterCallInfo) {
+    init(taking request: inout UpstreamRequest, info: any FilterCallInfo) {
         var taken = UpstreamRequest(method: request.method, target: "", headers: HeaderList(), body: nil, framing: RequestFraming.none)
         swap(&taken, &request)
         requestBody = taken.body ?? []
@@ -111,19 +111,45 @@ class FilterExchange {
     }
 }
 
-/// What a call's properties are read from (Envoy's attribute names).
-struct FilterCallInfo {
-    var route: String
-    var upstream: String
-    var requestID: String
-    var clientAddress: String
-    var localAuthority: String
-    var scheme: String
+/// What a call's properties are read from (Envoy's attribute names): read
+/// only when a filter asks for one, from the call as it is then.
+protocol FilterCallInfo: AnyObject {
+    var route: String { get }
+    var upstream: String { get }
+    var requestID: String { get }
+    var clientAddress: String { get }
+    var localAuthority: String { get }
+    var scheme: String { get }
     /// `HTTP/1.1`, `HTTP/2`.
-    var proto: String
+    var proto: String { get }
     /// Nanoseconds since the Unix epoch when the request arrived.
-    var startNanos: UInt64
-    var tlsVersion: String? = nil
-    var upstreamAddress: String? = nil
-    var responseCode: Int? = nil
+    var startNanos: UInt64 { get }
+    var upstreamAddress: String? { get }
+    var responseCode: Int? { get }
+}
+
+/// A call's properties given as they are (an explanation's, a test's).
+final class FixedCallInfo: FilterCallInfo, Sendable {
+    let route: String
+    let upstream: String
+    let requestID: String
+    let clientAddress: String
+    let localAuthority: String
+    let scheme: String
+    let proto: String
+    let startNanos: UInt64
+    var upstreamAddress: String? { nil }
+    var responseCode: Int? { nil }
+
+    init(route: String, upstream: String, requestID: String, clientAddress: String, localAuthority: String, scheme: String, proto: String,
+         startNanos: UInt64) {
+        self.route = route
+        self.upstream = upstream
+        self.requestID = requestID
+        self.clientAddress = clientAddress
+        self.localAuthority = localAuthority
+        self.scheme = scheme
+        self.proto = proto
+        self.startNanos = startNanos
+    }
 }

@@ -73,7 +73,7 @@ final class LoopFilters: FilterVMSource {
     }
 
     /// A filter failed: counted, and logged under its name.
-    func failed(_ failure: FilterFailure, failedOpen: Bool, info: FilterCallInfo) {
+    func failed(_ failure: FilterFailure, failedOpen: Bool, info: any FilterCallInfo) {
         Counter(label: "gatewayd_filter_failures_total", dimensions: [("filter", failure.filter), ("fail_open", String(failedOpen))],
                 factory: failures).increment()
         services.logger.error("filter failed", metadata: [

@@ -5,7 +5,7 @@ import Logging
 protocol FilterVMSource: AnyObject {
     func vm(_ filters: [FilterConfig], _ index: Int) throws(FilterFailure) -> FilterVM
     /// A filter failed (`failedOpen`: its `fail_open` let the call go on).
-    func failed(_ failure: FilterFailure, failedOpen: Bool, info: FilterCallInfo)
+    func failed(_ failure: FilterFailure, failedOpen: Bool, info: any FilterCallInfo)
 }
 
 /// A call's filters at work on its exchange: its request through each
@@ -49,7 +49,7 @@ final class FilterRun: FilterExchange {
 
     /// Takes `request` over as its exchange does; `vms`: each filter's VM on
     /// this event loop (built anew when broken).
-    init(filters: [FilterConfig], taking request: inout UpstreamRequest, info: FilterCallInfo, vms: any FilterVMSource) {
+    init(filters: [FilterConfig], taking request: inout UpstreamRequest, info: any FilterCallInfo, vms: any FilterVMSource) {
         self.filters = filters
         self.vms = vms
         contexts = OpenedContexts(count: filters.count)

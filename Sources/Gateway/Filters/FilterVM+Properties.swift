@@ -44,7 +44,6 @@ extension FilterVM {
         case "source.address": return text(info.clientAddress)
         case "destination.address": return text(info.localAuthority)
         case "destination.port": return number(info.localAuthority.split(separator: ":").last.flatMap { Int($0) })
-        case "connection.tls_version": return text(info.tlsVersion)
         case "route_name": return text(info.route)
         case "upstream.address": return text(info.upstreamAddress)
         case "response.code":
