@@ -156,6 +156,53 @@ import WAT
         #expect(upstream.requests.allSatisfy { $0.header("x-order") == ["first", "second", "third"] })
     }
 
+    /// Adds to the response, as `x-<name>` headers, properties read when it came: the call's as it is then.
+    static let properties = WasmFilter.wat(
+        imports: """
+            (import "env" "proxy_get_property" (func $get (param i32 i32 i32 i32) (result i32)))
+            (import "env" "proxy_add_header_map_value" (func $add (param i32 i32 i32 i32 i32) (result i32)))
+            """,
+        data: #"""
+            (data (i32.const 100) "route_name") (data (i32.const 120) "request.id") (data (i32.const 140) "upstream.address")
+            (data (i32.const 160) "request.protocol") (data (i32.const 180) "source.address")
+            (data (i32.const 300) "x-route") (data (i32.const 320) "x-id") (data (i32.const 340) "x-upstream") (data (i32.const 360) "x-proto")
+            (data (i32.const 380) "x-source")
+            """#,
+        """
+        (func $copy (param $path i32) (param $pathSize i32) (param $name i32) (param $nameSize i32)
+          (if (i32.eqz (call $get (local.get $path) (local.get $pathSize) (i32.const 1000) (i32.const 1004)))
+            (then (drop (call $add (i32.const 2) (local.get $name) (local.get $nameSize) (i32.load (i32.const 1000)) (i32.load (i32.const 1004)))))))
+        (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
+          (call $copy (i32.const 100) (i32.const 10) (i32.const 300) (i32.const 7))
+          (call $copy (i32.const 120) (i32.const 10) (i32.const 320) (i32.const 4))
+          (call $copy (i32.const 140) (i32.const 16) (i32.const 340) (i32.const 10))
+          (call $copy (i32.const 160) (i32.const 16) (i32.const 360) (i32.const 7))
+          (call $copy (i32.const 180) (i32.const 14) (i32.const 380) (i32.const 8))
+          (i32.const 0))
+        """)
+
+    @Test(arguments: Engine.allCases) func aFilterReadsTheCallsPropertiesAsTheyAreWhenTheResponseComes(_ engine: Engine) async throws {
+        let upstream = RecordingUpstream()
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start(try Self.config(
+            [("props", Self.properties, "")], routes: "  - {name: app, upstream: app, filters: [props]}",
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
+        for http2 in [false, true] {
+            let answer = try curl(["-s", "-i"] + (http2 ? ["--http2-prior-knowledge"] : []) + ["\(gateway.base)/p"]).text
+            var headers: [String: String] = [:]
+            for line in answer.split(separator: "\r\n") {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+            #expect(headers["x-route"] == "app", "\(answer)")
+            #expect(headers["x-id"] != nil && headers["x-id"] == headers["x-request-id"], "\(answer)")
+            #expect(headers["x-upstream"] == "127.0.0.1:\(port)", "\(answer)")
+            #expect(headers["x-proto"] == (http2 ? "HTTP/2" : "HTTP/1.1"), "\(answer)")
+            #expect(headers["x-source"] == "127.0.0.1", "\(answer)")
+        }
+        #expect(upstream.requests.count == 2)
+    }
+
     @Test(arguments: Engine.allCases) func aLocalResponseAnswersTheClientAndNothingReachesTheUpstream(_ engine: Engine) async throws {
         let headers = WasmFilter.map([("x-why", "policy")])
         let deny = WasmFilter.wat(
