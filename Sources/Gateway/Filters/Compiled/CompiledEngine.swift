@@ -12,11 +12,11 @@ final class CompiledEngine: FilterEngine {
     /// Why the last host call trapped (a thrown error: the guest is unwound, the callback fails with it).
     fileprivate var hostFailure: (any Error)?
     /// The VM owns this engine and outlives each call into it: not retained per host call.
-    fileprivate unowned(unsafe) let vm: FilterVM
+    fileprivate let vm: Unmanaged<FilterVM>
 
     init(_ vm: FilterVM, library: String) throws(FilterFailure) {
         let filter = vm.filter
-        self.vm = vm
+        self.vm = .passUnretained(vm)
         do {
             instance = try CompiledInstance(library: library)
         } catch {
@@ -70,14 +70,18 @@ final class CompiledEngine: FilterEngine {
 /// Every import of a compiled filter comes here, with its index.
 private let hostEntry: CompiledInstance.Host = { context, index, arguments, count, result in
     guard let context else { return 1 }
-    let engine = Unmanaged<CompiledEngine>.fromOpaque(context).takeUnretainedValue()
-    guard Int(index) < engine.hosts.count else { return 1 }
-    do {
-        let status = try engine.hosts[Int(index)](engine.vm, Arguments(UnsafeBufferPointer(start: arguments, count: Int(count))))
-        result?.pointee = UInt64(UInt32(bitPattern: status))
-        return 0
-    } catch {
-        engine.hostFailure = error
-        return 1
+    // Neither the engine nor its VM is retained for the call: the VM owns the engine, and both outlive it.
+    return Unmanaged<CompiledEngine>.fromOpaque(context)._withUnsafeGuaranteedRef { engine in
+        guard Int(index) < engine.hosts.count else { return 1 }
+        do {
+            let status = try engine.vm._withUnsafeGuaranteedRef { vm in
+                try engine.hosts[Int(index)](vm, Arguments(UnsafeBufferPointer(start: arguments, count: Int(count))))
+            }
+            result?.pointee = UInt64(UInt32(bitPattern: status))
+            return 0
+        } catch {
+            engine.hostFailure = error
+            return 1
+        }
     }
 }
