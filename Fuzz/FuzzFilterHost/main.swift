@@ -45,7 +45,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     var request = UpstreamRequest(method: "POST", target: "/a", headers: ["Host": "h", "x": "y"], body: Array("body".utf8))
     let exchange = FilterExchange(taking: &request,
                                   info: FixedCallInfo(route: "r", upstream: "u", requestID: "id", clientAddress: "127.0.0.1",
-                                                       localAuthority: "127.0.0.1:1", scheme: "http", proto: "HTTP/1.1", startNanos: 0))
+                                                       localAddress: "127.0.0.1:1", scheme: "http", proto: "HTTP/1.1", startNanos: 0))
     let vm = vms[Int(input.first ?? 0) & 1]
     guard let context = try? vm.open(exchange) else { return 0 }
     defer { vm.close(context, exchange) }

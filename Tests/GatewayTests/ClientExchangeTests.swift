@@ -27,6 +27,7 @@ import Testing
         var isActive: Bool { !closed }
         var peerAddress: String { "192.0.2.9" }
         var localAuthority: String { "127.0.0.1:8080" }
+        var connectionFacts: ConnectionFacts { ConnectionFacts() }
         var requestFraming: RequestFraming { framing }
         var carriesOneExchange: Bool { false }
         var canTunnel: Bool { true }

@@ -42,7 +42,7 @@ import WasmKit
     }
 
     static let info = FixedCallInfo(route: "orders", upstream: "app", requestID: "req-1", clientAddress: "192.0.2.1",
-                                     localAuthority: "127.0.0.1:8080", scheme: "http", proto: "HTTP/1.1", startNanos: 42)
+                                     localAddress: "127.0.0.1:8080", scheme: "http", proto: "HTTP/1.1", startNanos: 42)
 
     /// A call on `vm` acting as the effective context.
     func call(_ vm: FilterVM, body: String = "hello") throws -> FilterExchange {

@@ -156,7 +156,8 @@ import WAT
         #expect(upstream.requests.allSatisfy { $0.header("x-order") == ["first", "second", "third"] })
     }
 
-    /// Adds to the response, as `x-<name>` headers, properties read when it came: the call's as it is then.
+    /// Adds to the response, as `x-<name>` headers, properties read when it came: the call's as it is then
+    /// (numbers written in decimal).
     static let properties = WasmFilter.wat(
         imports: """
             (import "env" "proxy_get_property" (func $get (param i32 i32 i32 i32) (result i32)))
@@ -164,22 +165,49 @@ import WAT
             """,
         data: #"""
             (data (i32.const 100) "route_name") (data (i32.const 120) "request.id") (data (i32.const 140) "upstream.address")
-            (data (i32.const 160) "request.protocol") (data (i32.const 180) "source.address")
+            (data (i32.const 160) "request.protocol") (data (i32.const 180) "source.address") (data (i32.const 200) "source.port")
+            (data (i32.const 220) "destination.address") (data (i32.const 250) "connection.tls_version")
             (data (i32.const 300) "x-route") (data (i32.const 320) "x-id") (data (i32.const 340) "x-upstream") (data (i32.const 360) "x-proto")
-            (data (i32.const 380) "x-source")
+            (data (i32.const 380) "x-source") (data (i32.const 400) "x-source-port") (data (i32.const 420) "x-destination")
+            (data (i32.const 440) "x-tls")
             """#,
         """
         (func $copy (param $path i32) (param $pathSize i32) (param $name i32) (param $nameSize i32)
           (if (i32.eqz (call $get (local.get $path) (local.get $pathSize) (i32.const 1000) (i32.const 1004)))
             (then (drop (call $add (i32.const 2) (local.get $name) (local.get $nameSize) (i32.load (i32.const 1000)) (i32.load (i32.const 1004)))))))
+        (func $copyNumber (param $path i32) (param $pathSize i32) (param $name i32) (param $nameSize i32)
+          (local $n i64) (local $at i32)
+          (if (i32.eqz (call $get (local.get $path) (local.get $pathSize) (i32.const 1000) (i32.const 1004)))
+            (then
+              (local.set $n (i64.load (i32.load (i32.const 1000))))
+              (local.set $at (i32.const 1120))
+              (loop $digit
+                (local.set $at (i32.sub (local.get $at) (i32.const 1)))
+                (i32.store8 (local.get $at) (i32.add (i32.const 48) (i32.wrap_i64 (i64.rem_u (local.get $n) (i64.const 10)))))
+                (local.set $n (i64.div_u (local.get $n) (i64.const 10)))
+                (br_if $digit (i64.ne (local.get $n) (i64.const 0))))
+              (drop (call $add (i32.const 2) (local.get $name) (local.get $nameSize) (local.get $at) (i32.sub (i32.const 1120) (local.get $at)))))))
         (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
           (call $copy (i32.const 100) (i32.const 10) (i32.const 300) (i32.const 7))
           (call $copy (i32.const 120) (i32.const 10) (i32.const 320) (i32.const 4))
           (call $copy (i32.const 140) (i32.const 16) (i32.const 340) (i32.const 10))
           (call $copy (i32.const 160) (i32.const 16) (i32.const 360) (i32.const 7))
           (call $copy (i32.const 180) (i32.const 14) (i32.const 380) (i32.const 8))
+          (call $copyNumber (i32.const 200) (i32.const 11) (i32.const 400) (i32.const 13))
+          (call $copy (i32.const 220) (i32.const 19) (i32.const 420) (i32.const 13))
+          (call $copy (i32.const 250) (i32.const 22) (i32.const 440) (i32.const 5))
           (i32.const 0))
         """)
+
+    /// The response's headers from `curl -i -w "\nPORT=%{local_port}"`, and the port curl used.
+    static func headersAndPort(_ answer: String) -> (headers: [String: String], port: String?) {
+        var headers: [String: String] = [:]
+        for line in answer.split(separator: "\r\n") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (headers, answer.split(separator: "PORT=").last.map(String.init))
+    }
 
     @Test(arguments: Engine.allCases) func aFilterReadsTheCallsPropertiesAsTheyAreWhenTheResponseComes(_ engine: Engine) async throws {
         let upstream = RecordingUpstream()
@@ -188,19 +216,37 @@ import WAT
             [("props", Self.properties, "")], routes: "  - {name: app, upstream: app, filters: [props]}",
             upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
         for http2 in [false, true] {
-            let answer = try curl(["-s", "-i"] + (http2 ? ["--http2-prior-knowledge"] : []) + ["\(gateway.base)/p"]).text
-            var headers: [String: String] = [:]
-            for line in answer.split(separator: "\r\n") {
-                guard let colon = line.firstIndex(of: ":") else { continue }
-                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            }
+            let answer = try curl(["-s", "-i", "-w", "\nPORT=%{local_port}"] + (http2 ? ["--http2-prior-knowledge"] : []) + ["\(gateway.base)/p"]).text
+            let (headers, clientPort) = Self.headersAndPort(answer)
             #expect(headers["x-route"] == "app", "\(answer)")
             #expect(headers["x-id"] != nil && headers["x-id"] == headers["x-request-id"], "\(answer)")
             #expect(headers["x-upstream"] == "127.0.0.1:\(port)", "\(answer)")
             #expect(headers["x-proto"] == (http2 ? "HTTP/2" : "HTTP/1.1"), "\(answer)")
             #expect(headers["x-source"] == "127.0.0.1", "\(answer)")
+            #expect(clientPort != nil && headers["x-source-port"] == clientPort, "\(answer)")
+            #expect(headers["x-destination"] == "127.0.0.1:\(gateway.port)", "\(answer)")
+            // Cleartext: no TLS version to read.
+            #expect(headers["x-tls"] == nil, "\(answer)")
         }
         #expect(upstream.requests.count == 2)
+    }
+
+    @Test func aFilterOnATLSListenerReadsTheConnectionsTLSVersion() async throws {
+        let (certificate, key) = try TLSListenerTests.makeCertificate()
+        let upstream = RecordingUpstream()
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start(try Self.config(
+            [("props", Self.properties, "")], routes: "  - {name: app, upstream: app, filters: [props]}",
+            upstreams: "  app: {url: http://127.0.0.1:\(port)}").replacingOccurrences(
+                of: "listeners: [{address: 127.0.0.1:0}]",
+                with: "listeners: [{address: 127.0.0.1:0, tls: {certificate: \"\(certificate)\", private_key: \"\(key)\"}}]"))
+        for version in ["--http1.1", "--http2"] {
+            let answer = try curl(["-s", "-k", "-i", version, "--tlsv1.2", "--tls-max", "1.2", "https://127.0.0.1:\(gateway.port)/p"]).text
+            #expect(Self.headersAndPort(answer).headers["x-tls"] == "TLSv1.2", "\(answer)")
+            let newest = try curl(["-s", "-k", "-i", version, "https://127.0.0.1:\(gateway.port)/p"]).text
+            #expect(Self.headersAndPort(newest).headers["x-tls"] == "TLSv1.3", "\(newest)")
+        }
+        #expect(upstream.requests.count == 4)
     }
 
     @Test(arguments: Engine.allCases) func aLocalResponseAnswersTheClientAndNothingReachesTheUpstream(_ engine: Engine) async throws {

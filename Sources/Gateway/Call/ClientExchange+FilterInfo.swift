@@ -8,7 +8,9 @@ extension ClientExchange: FilterCallInfo {
     var upstream: String { record.log.upstream ?? "" }
     var requestID: String { record.log.requestID }
     var clientAddress: String { client.peerAddress }
-    var localAuthority: String { client.localAuthority }
+    var clientPort: Int? { client.connectionFacts.peerPort }
+    var localAddress: String { client.connectionFacts.localAddress }
+    var tlsVersion: String? { client.connectionFacts.tlsVersion }
     var scheme: String { shared.scheme }
     var proto: String { record.log.proto.hasPrefix("HTTP/1") ? record.log.proto : "HTTP/2" }
     var startNanos: UInt64 { FilterVM.wallClockNanos() &- (NIODeadline.now() - record.log.start).nanoseconds.magnitude }

@@ -43,7 +43,7 @@ public enum Explanation {
         var notes: [String] = []
         if !route.filters.isEmpty {
             let info = FixedCallInfo(route: route.config.name, upstream: route.upstream.name, requestID: client.requestID,
-                                      clientAddress: client.address, localAuthority: side.localAuthority, scheme: client.scheme,
+                                      clientAddress: client.address, localAddress: side.localAuthority, scheme: client.scheme,
                                       proto: "HTTP/1.1", startNanos: FilterVM.wallClockNanos())
             switch runFilters(route.filters, on: &request, info: info, streams: admitted.streams) {
             case .forwarded(let said): notes = said

@@ -118,7 +118,11 @@ protocol FilterCallInfo: AnyObject {
     var upstream: String { get }
     var requestID: String { get }
     var clientAddress: String { get }
-    var localAuthority: String { get }
+    var clientPort: Int? { get }
+    /// `host:port` the client connected to.
+    var localAddress: String { get }
+    /// `TLSv1.3` and the like; nil on a cleartext connection.
+    var tlsVersion: String? { get }
     var scheme: String { get }
     /// `HTTP/1.1`, `HTTP/2`.
     var proto: String { get }
@@ -134,20 +138,22 @@ final class FixedCallInfo: FilterCallInfo, Sendable {
     let upstream: String
     let requestID: String
     let clientAddress: String
-    let localAuthority: String
+    let localAddress: String
     let scheme: String
     let proto: String
     let startNanos: UInt64
+    var clientPort: Int? { nil }
+    var tlsVersion: String? { nil }
     var upstreamAddress: String? { nil }
     var responseCode: Int? { nil }
 
-    init(route: String, upstream: String, requestID: String, clientAddress: String, localAuthority: String, scheme: String, proto: String,
+    init(route: String, upstream: String, requestID: String, clientAddress: String, localAddress: String, scheme: String, proto: String,
          startNanos: UInt64) {
         self.route = route
         self.upstream = upstream
         self.requestID = requestID
         self.clientAddress = clientAddress
-        self.localAuthority = localAuthority
+        self.localAddress = localAddress
         self.scheme = scheme
         self.proto = proto
         self.startNanos = startNanos

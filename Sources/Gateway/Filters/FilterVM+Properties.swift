@@ -42,8 +42,10 @@ extension FilterVM {
         case "request.protocol": return text(info.proto)
         case "request.time": return number(Int(info.startNanos))
         case "source.address": return text(info.clientAddress)
-        case "destination.address": return text(info.localAuthority)
-        case "destination.port": return number(info.localAuthority.split(separator: ":").last.flatMap { Int($0) })
+        case "source.port": return number(info.clientPort)
+        case "destination.address": return text(info.localAddress)
+        case "destination.port": return number(info.localAddress.split(separator: ":").last.flatMap { Int($0) })
+        case "connection.tls_version": return text(info.tlsVersion)
         case "route_name": return text(info.route)
         case "upstream.address": return text(info.upstreamAddress)
         case "response.code":

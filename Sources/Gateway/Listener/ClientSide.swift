@@ -16,6 +16,8 @@ protocol ClientSide: AnyObject {
     /// The address the client connected to, `host:port` (the authority an
     /// absolute-form target must name to be this gateway's own).
     var localAuthority: String { get }
+    /// The connection's port, local address and TLS, for filters' properties.
+    var connectionFacts: ConnectionFacts { get }
     func write(_ part: ResponsePart)
     func flush()
     /// Ends the response and flushes; `close`: the connection (HTTP/1.1) or

@@ -199,6 +199,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     var isActive: Bool { context?.channel.isActive ?? false }
     lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"
     lazy var localAuthority = context?.channel.localAddress?.hostAndPort ?? ""
+    lazy var connectionFacts = ConnectionFacts(context)
 
     func write(_ part: ResponsePart) {
         switch part {

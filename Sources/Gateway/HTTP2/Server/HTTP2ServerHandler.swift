@@ -18,6 +18,7 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     private(set) var context: ChannelHandlerContext?
     private var streams: [Int32: HTTP2ServerStream] = [:]
     private(set) lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"
+    private(set) lazy var connectionFacts = ConnectionFacts(context)
     let maxHeaderBytes: Int
     private let idleTimeout: TimeAmount
 

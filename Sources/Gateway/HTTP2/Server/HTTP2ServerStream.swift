@@ -48,6 +48,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     var peerAddress: String { connection.peerAddress }
     /// HTTP/2 names the authority in `:authority`; no absolute-form target arrives here.
     var localAuthority: String { "" }
+    var connectionFacts: ConnectionFacts { connection.connectionFacts }
     var carriesOneExchange: Bool { true }
     /// An extended CONNECT's upstream switched: DATA that came before goes through first.
     func startTunnel(_ tunnel: Tunnel) -> Bool {
