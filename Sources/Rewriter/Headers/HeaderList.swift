@@ -159,15 +159,11 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
         guard a.utf8.count == b.utf8.count else { return false }
         // Byte loops over contiguous UTF-8 (every native string): a generic
         // zip over two UTF8Views was the hottest leaf of header handling.
-        if let equal = a.utf8.withContiguousStorageIfAvailable({ x in
-            b.utf8.withContiguousStorageIfAvailable { y in
-                for i in 0..<x.count where !sameLetter(x[i], y[i]) { return false }
-                return true
-            }
-        }), let equal { return equal }
+        if let equal = b.utf8.withContiguousStorageIfAvailable({ equalNames(a, UnsafeRawBufferPointer($0)) }) { return equal }
         return zip(a.utf8, b.utf8).allSatisfy(sameLetter)
     }
 
+    @inlinable
     public static func equalNames(_ a: String, _ b: UnsafeRawBufferPointer) -> Bool {
         guard a.utf8.count == b.count else { return false }
         if let equal = a.utf8.withContiguousStorageIfAvailable({ x in

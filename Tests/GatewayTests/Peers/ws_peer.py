@@ -55,7 +55,11 @@ async def hold(url, seconds):
                 if echoed == 1:
                     opened = time.monotonic()
                     print("open", flush=True)
-                await asyncio.sleep(0.2)  # the pace of the pings, not a wait for the gateway
+                # The next ping in 0.2 s, or at once when the gateway closes the connection.
+                try:
+                    await asyncio.wait_for(ws.wait_closed(), timeout=0.2)
+                except asyncio.TimeoutError:
+                    pass
     except websockets.ConnectionClosed:
         pass
     print(f"echoed={echoed} after={time.monotonic() - opened:.1f}", flush=True)
