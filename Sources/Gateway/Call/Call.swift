@@ -43,6 +43,24 @@ final class Call {
         pendingOn = nil
     }
 
+    /// The try's connection: its wait and the last try's timer are over.
+    func attach(_ connection: any UpstreamConnection) {
+        waiter = nil
+        self.connection = connection
+        endpoint = connection.endpoint
+        perTryTimer?.cancel()
+    }
+
+    /// The call is over: no timer, no filter context, no place in the pool's
+    /// queue or among the upstream's pending calls.
+    func end(pool: UpstreamPool) {
+        perTryTimer?.cancel()
+        backoff?.cancel()
+        filters?.end()
+        if let waiter, let endpoint { pool.cancel(waiter, endpoint: endpoint) }
+        leavePending()
+    }
+
     /// The route's refreshed credentials go into the try about to start.
     func takeCredentials() {
         guard !route.refreshers.isEmpty else { return }

@@ -44,6 +44,27 @@ extension ClientExchange {
         finishExchange(keepAlive: answer.keepAlive)
     }
 
+    /// The built-in echo's answer to a call that went through the route's
+    /// filters: the request as they left it (and the answer as they made it).
+    func echo(_ call: Call) -> OwnAnswer {
+        var answer = OwnAnswer(echoing: call.request, requestID: call.requestID, rules: call.route.config.responseHeaders,
+                               to: call.requestHead, close: exchange.quiescing)
+        var body: [UInt8]? = answer.body
+        if let replaced = filterResponse(&answer.head, body: &body, call) { return replaced }
+        answer.body = body ?? answer.body
+        return answer
+    }
+
+    /// The answer through the route's filters (see `FilterRun.response`):
+    /// the answer that replaces it, when a filter made one, logged with why
+    /// (as is a failure `fail_open` let through).
+    func filterResponse(_ head: inout ResponseHead, body: inout [UInt8]?, _ call: Call) -> OwnAnswer? {
+        guard let filters = call.filters else { return nil }
+        let replaced = filters.response(&head, body: &body, for: call, traceID: record.log.traceHex)
+        if let reason = replaced?.reason ?? filters.failureReason { record.log.reason = reason }
+        return replaced?.0
+    }
+
     /// The built-in echo's answer: one try of the route's upstream.
     func answerEcho(_ answer: OwnAnswer, route: Route) {
         route.metrics.tries?.increment()

@@ -23,7 +23,7 @@ final class ClientExchange {
     var random: SplitMix64
     /// What the exchange leaves behind: access line, spans, route metrics.
     var record = CallRecord()
-    /// The instant of the event being handled (the runner's `atEvent`): the
+    /// The instant of the event being handled (`atEvent`): the
     /// machines, timers, log line and metrics one event touches share one
     /// clock read, as nginx reads its clock once per turn of its event loop.
     var eventInstant: NIODeadline?
@@ -53,6 +53,15 @@ final class ClientExchange {
     var now: NIODeadline { eventInstant ?? client.eventLoop.now }
     /// The same, as the state machines' instant.
     var loopNow: LoopInstant { LoopInstant(deadline: now) }
+
+    /// Runs `body` as one event: one clock read for all of it (an event
+    /// inside another keeps the outer one's instant).
+    func atEvent<R>(_ body: () -> R) -> R {
+        guard eventInstant == nil else { return body() }
+        eventInstant = client.eventLoop.now
+        defer { eventInstant = nil }
+        return body()
+    }
 
     /// The connection is up: a request head must come within header_timeout.
     func started() { wake(at: exchange.connectionStarted(now: loopNow, headerTimeout: shared.config.limits.headerTimeout)) }

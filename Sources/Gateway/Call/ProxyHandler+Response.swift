@@ -13,25 +13,13 @@ extension ProxyHandler {
         if writable, machine.bodyConnected { client.setReading(true) }
     }
 
-    /// The upstream switched protocols: the 101 goes to the client with its
-    /// Upgrade, and both connections become one tunnel until either closes
-    /// (then the call's access line: bytes each way, duration).
+    /// The upstream switched protocols: the call becomes a tunnel.
     func upstreamSwitched(_ head: ResponseHead, connection: any UpstreamConnection) {
-        guard let call = endCall(), let clientEnd = client as? any TunnelEnd, let upstreamEnd = connection as? any TunnelEnd else {
+        guard let call = endCall() else {
             connection.close()
             return client.close()
         }
-        front.record.tryAnswered(status: 101, now: now)
-        client.write(.head(head.switchedForClient(asked: call.request.headers["Upgrade"], requestID: call.requestID,
-                                                  rules: call.route.config.responseHeaders)))
-        client.flush()
-        let tunnel = Tunnel(client: clientEnd, upstream: upstreamEnd,
-                            idleTimeout: shared.config.limits.idleTimeout.timeAmount, on: client.eventLoop) { [self] tunnel in
-            front.record.log.bytes = tunnel.bytesFromUpstream
-            front.record.log.requestBytes = tunnel.bytesFromClient
-            front.writeRecord(status: 101, outcome: "tunnel-closed")
-        }
-        guard connection.startTunnel(tunnel), client.startTunnel(tunnel) else { return tunnel.close() }
+        front.openTunnel(head, for: call, to: connection)
     }
 
     func upstreamHead(_ upstreamHead: consuming ResponseHead) {
@@ -65,9 +53,9 @@ extension ProxyHandler {
         var body = held
         if call.filters != nil {
             var seen: [UInt8]? = whole ? held : nil
-            if let answer = filterResponse(&head, body: &seen, call) {
+            if let answer = front.filterResponse(&head, body: &seen, call) {
                 call.connection?.abandon()
-                return self.answer(answer)
+                return end(.answer(answer))
             }
             if let seen { body = seen }
         }
@@ -78,18 +66,6 @@ extension ProxyHandler {
             front.record.log.bytes += body.count
             client.write(.body(client.allocator.buffer(bytes: body)))
         }
-    }
-
-    /// The built-in echo answers a call that went through the route's
-    /// filters: the request as they left it, one try.
-    func answerEcho(_ call: Call) {
-        var answer = OwnAnswer(echoing: call.request, requestID: call.requestID, rules: call.route.config.responseHeaders,
-                               to: call.requestHead, close: front.exchange.quiescing)
-        var body: [UInt8]? = answer.body
-        let replaced = call.filters == nil ? nil : filterResponse(&answer.head, body: &body, call)
-        answer.body = body ?? answer.body
-        endCall()
-        front.answerEcho(replaced ?? answer, route: call.route)
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {
@@ -106,7 +82,7 @@ extension ProxyHandler {
         if !client.isWritable { call.connection?.setReading(false) }
     }
 
-    func upstreamEnd() { atEvent { completeResponse() } }
+    func upstreamEnd() { front.atEvent { completeResponse() } }
 
     private func completeResponse() {
         switch machine.responseEnded() {
@@ -120,19 +96,6 @@ extension ProxyHandler {
         case .finish:
             break
         }
-        guard let call = endCall() else { return }
-        endStreaming()
-        front.writeRecord(status: front.record.log.upstreamStatus ?? 0, outcome: "ok")
-        front.finishExchange(keepAlive: call.keepAlive)
-    }
-
-    /// The answer through the route's filters (see `FilterRun.response`):
-    /// the answer that replaces it, when a filter made one, logged with why
-    /// (as is a failure `fail_open` let through).
-    func filterResponse(_ head: inout ResponseHead, body: inout [UInt8]?, _ call: Call) -> OwnAnswer? {
-        guard let filters = call.filters else { return nil }
-        let replaced = filters.response(&head, body: &body, for: call, traceID: front.record.log.traceHex)
-        if let reason = replaced?.reason ?? filters.failureReason { front.record.log.reason = reason }
-        return replaced?.0
+        end(.complete)
     }
 }

@@ -1,85 +1,57 @@
 import NIOCore
-import NIOHTTP1
 import Rewriter
 
 /// A try: an endpoint picked, a pooled connection taken (or waited for),
-/// the request sent on it; its failure judged.
+/// the request sent on it (a streamed body as it arrives); its outcome
+/// judged by the validators and the retry policy.
 extension ProxyHandler {
     /// A try starts on an endpoint the upstream's balance picks (another
-    /// than the last try's, when one may take it): an idle pooled connection
-    /// at once (no future, no callback), else the pool calls back with the
-    /// token of this try. Past `max_requests` or `max_pending` the call is
-    /// answered 503 at once instead of waiting for its deadline.
+    /// than the last try's, when one may take it). Past `max_requests` or
+    /// `max_pending` the call is answered 503 at once instead of waiting for
+    /// its deadline.
     func acquire(_ token: CallMachine.Token) {
         guard let call else { return }
         call.takeCredentials()
-        // The upstream's config is read in place: a copy would retain all of it.
         let route = call.route
-        guard let state = shared.routeUpstreams[route.index] else { return answerEcho(call) }
-        if let limit = route.upstream.maxRequests, state.inFlight.load(ordering: .relaxed) >= limit {
-            return overloaded(call, limit: "max_requests (\(limit) in flight)")
+        guard let state = shared.routeUpstreams[route.index] else {
+            let answer = front.echo(call)
+            endCall()
+            return front.answerEcho(answer, route: route)
         }
+        if let breaker = state.breakerOpen(waiting: false) { return overloaded(call, limit: breaker) }
         let endpoint = state.pick(exclude: call.endpoint?.index, random: front.random.next())
         call.endpoint = endpoint
         if let traceparent = front.record.tryStarted(method: call.request.method, upstream: route.upstream.name, endpoint: endpoint.url, now: now,
                                                      random: &front.random, context: &front.context) {
             call.request.headers.set("traceparent", traceparent)
         }
-        // An idle pooled connection is used at once: no waiter closure to allocate.
-        if let connection = front.context.pool.takeIdle(endpoint, now: now) {
-            if !connectionReady(connection, token) { connection.giveBack() }
-            return
+        if let breaker = front.context.pool.connect(call, to: endpoint, of: state, now: now, for: self, token: token) {
+            overloaded(call, limit: breaker)
         }
-        if let limit = route.upstream.maxPending, state.pending.load(ordering: .relaxed) >= limit {
-            return overloaded(call, limit: "max_pending (\(limit) waiting for a connection)")
-        }
-        call.enterPending(state)
-        let acquisition = front.context.pool.acquire(route.upstream, endpoint: endpoint) { [self, call] result in
-            call.leavePending()
-            switch result {
-            case .success(let connection):
-                return connectionReady(connection, token)
-            case .failure(let error):
-                // A connect that failed was a try too.
-                guard machine.connectFailed(token) else { return false }
-                self.call?.waiter = nil
-                front.record.log.tries = machine.tries
-                upstreamFailed(error as? UpstreamError ?? .connectFailure("\(error)"), progress: .unsent)
-                return true
-            }
-        }
-        switch acquisition {
-        case .ready(let connection):
-            call.leavePending()
-            if !connectionReady(connection, token) { connection.giveBack() }
-        case .waiting(let waiter):
-            if machine.isCurrent(token) { call.waiter = waiter }
-        }
+    }
+
+    /// The connect for this try failed (a try too); false when the try was over already.
+    func connectFailed(_ error: UpstreamError, _ token: CallMachine.Token) -> Bool {
+        guard machine.connectFailed(token) else { return false }
+        call?.waiter = nil
+        front.record.log.tries = machine.tries
+        upstreamFailed(error, progress: .unsent)
+        return true
     }
 
     /// A circuit breaker is open: 503 with Retry-After, the upstream untouched.
     func overloaded(_ call: Call, limit: String) {
-        fail(.overloaded(upstream: call.route.upstream.name, limit: limit, route: call.route.config.name), call, extraHeaders: ["Retry-After": "1"],
-             close: call.streams)
-    }
-
-    /// The current try's outcome, told once to its endpoint's outlier
-    /// detection; `failure`: what made it fail, nil when it did not.
-    func judgeTry(_ failure: OutlierConfig.Failure?) {
-        guard machine.judge(), let endpoint = call?.endpoint else { return }
-        endpoint.upstream.tryEnded(endpoint, failure: failure)
+        end(.problem(.overloaded(upstream: call.route.upstream.name, limit: limit, route: call.route.config.name), headers: ["Retry-After": "1"],
+                     close: call.streams))
     }
 
     /// Whether the call took the connection (false: its try is over, the
     /// connection goes to someone else).
     func connectionReady(_ connection: any UpstreamConnection, _ token: CallMachine.Token) -> Bool {
         guard case .send(_, let perTryTimeout, let streamed) = machine.connectionReady(token), let call else { return false }
-        call.waiter = nil
-        call.connection = connection
-        call.endpoint = connection.endpoint
+        call.attach(connection)
         call.route.metrics.tries?.increment()
         front.record.trySent(tries: machine.tries, to: connection.peerAddress, now: now)
-        call.perTryTimer?.cancel()
         if let perTryTimeout {
             call.perTryTimer = client.eventLoop.assumeIsolated().scheduleTask(in: perTryTimeout.timeAmount) { [self] in
                 run(machine.perTryTimerFired(token))
@@ -101,6 +73,26 @@ extension ProxyHandler {
         return true
     }
 
+    /// A streamed request body's next step, paused whenever the upstream cannot take more.
+    func perform(_ action: CallMachine.BodyAction) {
+        switch action {
+        case .none:
+            return
+        case .send(let buffer):
+            guard let connection = call?.connection else { return }
+            connection.sendBody(buffer)
+            if !connection.isWritable { client.setReading(false) }
+        case .sendEnd:
+            call?.connection?.sendEnd()
+        case .resumeClient:
+            client.setReading(true)
+        }
+    }
+
+    /// The call is over while the client may still be sending its body: keep
+    /// reading it (and drop it) so the connection's framing stays intact.
+    func endStreaming() { perform(machine.bodyAbandoned()) }
+
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) {
         guard let call else { return }
         front.record.tryFailed(error, now: now, context: &front.context)
@@ -116,10 +108,81 @@ extension ProxyHandler {
         case .judge:
             if decide(.failure(error), upstreamStatus: nil) { return }
         case .cutShort:
-            return cutShort("cut-short-\(error.name)")
+            return end(.cut(outcome: "cut-short-\(error.name)"))
         case .fail:
             break
         }
-        fail(.upstreamFailed(error, upstream: call.route.upstream.name, route: call.route.config.name), call)
+        end(.problem(.upstreamFailed(error, upstream: call.route.upstream.name, route: call.route.config.name)))
+    }
+
+    /// The current try's outcome, told once to its endpoint's outlier
+    /// detection; `failure`: what made it fail, nil when it did not.
+    func judgeTry(_ failure: OutlierConfig.Failure?) {
+        guard machine.judge(), let endpoint = call?.endpoint else { return }
+        endpoint.upstream.tryEnded(endpoint, failure: failure)
+    }
+
+    /// The validators and retry policy on one try's outcome; true when the
+    /// runner took care of it (a retry is under way, or the call failed).
+    /// `responseComplete`: the connection finished its response (and went
+    /// back to its pool), so it is not abandoned.
+    func decide(_ outcome: TryOutcome, upstreamStatus: Int?, responseComplete: Bool = false) -> Bool {
+        guard let call else { return false }
+        if responseComplete { call.connection = nil }
+        let budget = call.route.retryBudget
+        guard let (decided, verdict) = machine.judge(outcome, now: loopNow, random: &front.random, connectionHeld: call.connection != nil,
+                                                     retryAllowed: { budget?.takeRetry() ?? true })
+        else { return false }
+        logTry(outcome, decided)
+        if case .refresh = verdict { front.record.spans?.tryEnded(now: now, sink: front.context.spanSink) }
+        if case .response(let status, _, _) = outcome { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
+        switch verdict {
+        case .forward:
+            return false
+        case .refresh(let spec):
+            return refreshThenRetry(spec, call: call)
+        case .fail(let validator):
+            call.connection?.abandon()
+            front.record.log.reason = "\(validator) refused the response"
+            end(.problem(.validatorFailed(upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name)))
+            return true
+        case .drain:
+            // Read to its end, so its connection goes back to the pool instead of being closed and re-opened.
+            front.record.log.upstreamStatus = nil
+            return true
+        case .retry(let next):
+            front.record.tryDropped(now: now, context: &front.context)
+            call.connection?.abandon()
+            call.connection = nil
+            run(next)
+            return true
+        }
+    }
+
+    /// A newer credential, or the one refresh under way, then the try again;
+    /// a failed refresh fails the call with 502.
+    func refreshThenRetry(_ spec: RefreshSpec, call: Call) -> Bool {
+        guard let (refresher, start) = front.startRefresh(spec, for: call) else { return false }
+        call.connection?.abandon()
+        call.connection = nil
+        front.record.log.upstreamStatus = nil
+        guard case .wait(let credential) = start else {
+            run(machine.retry(after: .zero))
+            return true
+        }
+        guard let token = machine.refreshStarted() else { return true }
+        credential.assumeIsolated().whenComplete { [self] result in
+            guard machine.isCurrent(token), let call = self.call else { return }
+            switch result {
+            case .success: run(machine.credentialReady(token))
+            case .failure(let error):
+                end(.problem(.refreshFailed(upstream: refresher.upstream.name, error: error, route: call.route.config.name)))
+            }
+        }
+        return true
+    }
+
+    func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action) {
+        front.record.logTry(outcome, action, decidedBy: machine.retry?.decidedBy, tries: machine.tries, context: shared)
     }
 }

@@ -33,21 +33,12 @@ final class ProxyHandler: UpstreamResponseDelegate {
     var now: NIODeadline { front.now }
     var loopNow: LoopInstant { front.loopNow }
 
-    /// Runs `body` as one event: one clock read for all of it (an event
-    /// inside another keeps the outer one's instant).
-    func atEvent<R>(_ body: () -> R) -> R {
-        guard front.eventInstant == nil else { return body() }
-        front.eventInstant = client.eventLoop.now
-        defer { front.eventInstant = nil }
-        return body()
-    }
-
     // MARK: Events from the client's connection or stream
 
     func started() { front.started() }
 
     func process(_ part: RequestPart) {
-        atEvent {
+        front.atEvent {
             switch part {
             case .head(let head):
                 if let start = front.headArrived(head) { startCall(start) }
@@ -114,7 +105,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
         case .timeOutCall(let forwarded):
             callTimedOut(forwarded: forwarded)
         case .runModifiers(let token):
-            runHooks(token)
+            if let call, let outcome = RequestHooks.run(call, for: self, token: token) { hooksFinished(outcome, token) }
         case .acquireConnection(let token):
             acquire(token)
         case .timeOutTry:
@@ -128,21 +119,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
     }
 
-    /// The fleet limit's verdict when it waits for one, then the request
-    /// through the route's filters and the embedder's hooks (`RequestHooks`).
-    func runHooks(_ token: CallMachine.Token) {
-        guard let call else { return }
-        if let limit = call.limit.take() {
-            return limit.verdict(on: client.eventLoop).assumeIsolated().whenSuccess { [self] wait in
-                guard machine.isCurrent(token), let call = self.call else { return }
-                guard let wait else { return runHooks(token) }
-                let name = call.route.config.name
-                fail(.rateLimited(route: name), call, extraHeaders: limit.limiter.refusalHeaders(policy: name, wait: wait), close: call.streams)
-            }
-        }
-        if let outcome = RequestHooks.run(call, for: self, token: token) { hooksFinished(outcome, token) }
-    }
-
     /// What the hooks made of the request, now or later (`token`: the step that ran them).
     func hooksFinished(_ outcome: RequestHooks.Outcome, _ token: CallMachine.Token) {
         // The call ended meanwhile (client gone, deadline): nothing to answer.
@@ -154,13 +130,13 @@ final class ProxyHandler: UpstreamResponseDelegate {
             run(machine.modifiersFinished(token))
         case .answer(let answer, let reason):
             front.record.log.reason = reason
-            self.answer(answer)
+            end(.answer(answer))
         case .closed(let reason):
             front.record.log.reason = reason
-            cutShort("filter-closed")
-        case .failed(let problem, let reason):
+            end(.cut(outcome: "filter-closed"))
+        case .failed(let problem, let reason, let headers):
             if let reason { front.record.log.reason = reason }
-            fail(problem, call, close: call.streams)
+            end(.problem(problem, headers: headers, close: call.streams))
         }
     }
 
@@ -169,45 +145,48 @@ final class ProxyHandler: UpstreamResponseDelegate {
     func callTimedOut(forwarded: Bool) {
         guard client.isActive, let call else { return }
         call.connection?.abandon()
-        if forwarded { return cutShort("cut-short-deadline") }
-        fail(.deadline(upstream: call.route.upstream.name, route: call.route.config.name), call)
+        if forwarded { return end(.cut(outcome: "cut-short-deadline")) }
+        end(.problem(.deadline(upstream: call.route.upstream.name, route: call.route.config.name)))
     }
 
-    /// The call ends with the gateway's own answer.
-    func fail(_ problem: Problem, _ call: Call, extraHeaders: HeaderList = [:], close: Bool = false) {
-        endCall()
+    /// How a call ends.
+    enum Ending {
+        /// The gateway's own answer.
+        case problem(Problem, headers: HeaderList = [:], close: Bool = false)
+        /// An answer made here (a filter's).
+        case answer(OwnAnswer)
+        /// The client's connection (HTTP/1.1) or stream (HTTP/2) cut: a
+        /// response that has begun is never made to look whole.
+        case cut(outcome: String)
+        /// The upstream's answer went through whole.
+        case complete
+    }
+
+    func end(_ ending: Ending) {
+        let call = endCall()
         endStreaming()
-        front.respond(problem, to: call.requestHead, requestID: call.requestID, extraHeaders: extraHeaders, close: close)
+        switch ending {
+        case .problem(let problem, let headers, let close):
+            guard let call else { return }
+            front.respond(problem, to: call.requestHead, requestID: call.requestID, extraHeaders: headers, close: close)
+        case .answer(let answer):
+            front.write(answer)
+        case .cut(let outcome):
+            front.writeRecord(status: front.record.log.upstreamStatus ?? 0, outcome: outcome)
+            client.close()
+        case .complete:
+            guard let call else { return }
+            front.writeRecord(status: front.record.log.upstreamStatus ?? 0, outcome: "ok")
+            front.finishExchange(keepAlive: call.keepAlive)
+        }
     }
 
-    /// The call ends with an answer made here (a filter's, the echo's).
-    func answer(_ answer: OwnAnswer) {
-        endCall()
-        endStreaming()
-        front.write(answer)
-    }
-
-    /// The call ends with its client's connection (HTTP/1.1) or stream
-    /// (HTTP/2) cut: a response that has begun is never made to look whole.
-    func cutShort(_ outcome: String) {
-        endCall()
-        endStreaming()
-        front.writeRecord(status: front.record.log.upstreamStatus ?? 0, outcome: outcome)
-        client.close()
-    }
-
-    /// The call is over: no deadline, no timer, no place in a pool's queue;
-    /// every token it handed out is stale. Returns it for its last words.
+    /// The call is over: every token it handed out is stale. Returns it for its last words.
     @discardableResult
     func endCall() -> Call? {
-        guard let call else { return nil }
-        self.call = nil
+        guard let call = call.take() else { return nil }
         machine.end()
-        call.perTryTimer?.cancel()
-        call.backoff?.cancel()
-        call.filters?.end()
-        if let waiter = call.waiter, let endpoint = call.endpoint { front.context.pool.cancel(waiter, endpoint: endpoint) }
-        call.leavePending()
+        call.end(pool: front.context.pool)
         return call
     }
 

@@ -1,8 +1,8 @@
 import NIOCore
 import Rewriter
 
-/// What a call's request goes through before its first try: the route's
-/// Proxy-Wasm filters on the call's event loop, then the embedder's
+/// What a call's request goes through before its first try: a fleet rate
+/// limit's verdict when it is still to come, the route's Proxy-Wasm filters on the call's event loop, then the embedder's
 /// modifiers as a task (an async hop, taken only when there are hooks). The
 /// call's request is left as they made it. An outcome known at once is
 /// returned; one that comes later (a filter paused, the modifiers ran) goes
@@ -17,12 +17,27 @@ enum RequestHooks {
         case answer(OwnAnswer, reason: String)
         /// A filter closed the stream.
         case closed(reason: String)
-        case failed(Problem, reason: String?)
+        /// `headers`: the refusal's own (a rate limit's `Retry-After`).
+        case failed(Problem, reason: String?, headers: HeaderList = [:])
     }
 
     typealias Token = ProxyHandler.CallMachine.Token
 
     static func run(_ call: Call, for runner: ProxyHandler, token: Token) -> Outcome? {
+        // A fleet rate limit whose verdict is still to come is waited for first.
+        if let limit = call.limit.take() {
+            limit.verdict(on: runner.client.eventLoop).assumeIsolated().whenSuccess { wait in
+                guard runner.machine.isCurrent(token) else { return }
+                guard let wait else {
+                    if let outcome = run(call, for: runner, token: token) { runner.hooksFinished(outcome, token) }
+                    return
+                }
+                let name = call.route.config.name
+                runner.hooksFinished(.failed(.rateLimited(route: name), reason: nil, headers: limit.limiter.refusalHeaders(policy: name, wait: wait)),
+                                     token)
+            }
+            return nil
+        }
         guard !call.route.filters.isEmpty, call.filters == nil else { return modify(call, for: runner, token: token) }
         let route = call.route
         guard let host = runner.front.context.filters else {

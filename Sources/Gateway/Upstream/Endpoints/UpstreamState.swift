@@ -82,6 +82,17 @@ final class UpstreamState: Sendable {
         return endpoints[index]
     }
 
+    /// The circuit breaker a new try trips, said as the 503's detail (nil:
+    /// none); `waiting`: the try would wait for a connection.
+    func breakerOpen(waiting: Bool) -> String? {
+        if waiting {
+            guard let limit = config.maxPending, pending.load(ordering: .relaxed) >= limit else { return nil }
+            return "max_pending (\(limit) waiting for a connection)"
+        }
+        guard let limit = config.maxRequests, inFlight.load(ordering: .relaxed) >= limit else { return nil }
+        return "max_requests (\(limit) in flight)"
+    }
+
     /// A try on `endpoint` ended; `failure`: what made it fail, nil when it did not.
     func tryEnded(_ endpoint: Endpoint, failure: OutlierConfig.Failure?) {
         guard config.outlier != nil else { return }

@@ -1,0 +1,20 @@
+/// The route's `refresh` action started for a refused try: a newer
+/// credential, the one refresh under way, or a new one through the pool.
+extension ClientExchange {
+    /// Nil when the route has no such refresher, or when `min_interval` caps
+    /// it (then the refused answer goes through).
+    func startRefresh(_ spec: RefreshSpec, for call: Call) -> (CredentialRefresher, CredentialRefresher.Start)? {
+        let route = call.route
+        guard let index = route.refreshers.firstIndex(where: { $0.spec == spec }) else { return nil }
+        let refresher = route.refreshers[index]
+        let timeout = route.config.retry?.perTryTimeout ?? route.config.timeout ?? ProxyHandler.defaultTimeout
+        let start = refresher.refresh(after: call.credentials[index], through: context.pool, timeout: timeout,
+                                      maxBodyBytes: shared.config.limits.maxRefreshBodyBytes, metrics: route.metrics,
+                                      traced: record.spans?.refresh(method: spec.method, upstream: refresher.upstream, random: &random),
+                                      sink: context.spanSink)
+        route.metrics.refresh(start)
+        guard case .throttled = start else { return (refresher, start) }
+        shared.logger.warning("refresh skipped: min_interval not passed", metadata: ["route": .string(route.config.name)])
+        return nil
+    }
+}
