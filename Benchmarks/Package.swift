@@ -41,5 +41,17 @@ let package = Package(
             ],
             path: "Benchmarks/NIOForwarder"
         ),
+        // The h2c floor (BENCH_NIO_FLOOR=1): SwiftNIO and libnghttp2 with nothing of gatewayd's.
+        .systemLibrary(name: "CNGHTTP2Bench", path: "Benchmarks/CNGHTTP2Bench", pkgConfig: "libnghttp2"),
+        .executableTarget(
+            name: "H2Forwarder",
+            dependencies: [
+                "CNGHTTP2Bench",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Benchmarks/H2Forwarder"
+        ),
     ]
 )

@@ -14,6 +14,8 @@ RATES = [int(r) for r in os.environ.get("BENCH_RATES", "2000,8000").split(",")]
 RATE_SECONDS = int(os.environ.get("BENCH_RATE_SECONDS", "8"))
 # A bare SwiftNIO byte forwarder (Benchmarks/NIOForwarder), the floor under gatewayd: scripts/bench with BENCH_NIO_FLOOR=1.
 NIO_FORWARDER = os.environ.get("NIO_FORWARDER")
+# Its h2c counterpart (Benchmarks/H2Forwarder): SwiftNIO and libnghttp2, h2c in, HTTP/1.1 out.
+H2_FORWARDER = os.environ.get("H2_FORWARDER")
 HZ = os.sysconf("SC_CLK_TCK")
 work = tempfile.mkdtemp(prefix="gatewayd-bench-")
 procs = []
@@ -105,6 +107,8 @@ extra_ports = {name: free_port() for name in ["gatewayd log on", "gatewayd metri
 if NIO_FORWARDER:
     extra_ports["NIO forwarder"] = free_port()
     extra_ports["NIO forwarder 2 loops"] = free_port()
+if H2_FORWARDER:
+    extra_ports["NIO+nghttp2 forwarder"] = free_port()
 
 nginx_common = f"""worker_processes %s; daemon off; pid {work}/%s.pid; error_log {work}/%s.err warn;
 events {{ worker_connections 4096; }}
@@ -215,6 +219,8 @@ try:
         servers["NIO forwarder"] = start("nio-forwarder", [NIO_FORWARDER, str(extra_ports["NIO forwarder"]), str(upstream_port)])
         servers["NIO forwarder 2 loops"] = start("nio-forwarder-2", [NIO_FORWARDER, str(extra_ports["NIO forwarder 2 loops"]),
                                                                      str(upstream_port), "2"])
+    if H2_FORWARDER:
+        servers["NIO+nghttp2 forwarder"] = start("h2-forwarder", [H2_FORWARDER, str(extra_ports["NIO+nghttp2 forwarder"]), str(upstream_port)])
     for port in [upstream_port, upstream_h2_port, redis_port, collector_port, *ports.values(), *extra_ports.values()]:
         wait_port(port)
     time.sleep(0.5)
@@ -244,14 +250,17 @@ try:
 
     # The floor's rows: it logs nothing, and in the loops table it runs two loops.
     floor = lambda name: {"NIO forwarder": extra_ports[name]} if NIO_FORWARDER else {}
+    h2_floor = {"NIO+nghttp2 forwarder": extra_ports["NIO+nghttp2 forwarder"]} if H2_FORWARDER else {}
     suites = [
         ("h1", "HTTP/1.1 (wrk -t1 -c64)", run_h1, {"direct": upstream_port, **ports, **floor("NIO forwarder")}),
-        ("h2c", "h2c (h2load -c16 -m10)", run_h2, {"direct": upstream_h2_port, **{k: v for k, v in ports.items() if k != "nginx"}}),
+        ("h2c", "h2c (h2load -c16 -m10)", run_h2, {"direct": upstream_h2_port, **{k: v for k, v in ports.items() if k != "nginx"},
+                                                     **h2_floor}),
         ("logs", "HTTP/1.1, access logs on (gatewayd's default config: log and metrics on; nginx buffer=64k flush=1s; HAProxy option httplog)", run_h1,
          {"gatewayd": ports["gatewayd"], "gatewayd metrics on": extra_ports["gatewayd metrics on"],
           "gatewayd log on": extra_ports["gatewayd log on"],
           "nginx": extra_ports["nginx log on"], "haproxy": extra_ports["haproxy log on"], **floor("NIO forwarder")}),
-        ("h2c-logs", "h2c, access log and metrics on", run_h2, {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"]}),
+        ("h2c-logs", "h2c, access log and metrics on", run_h2, {"gatewayd": ports["gatewayd"], "gatewayd log on": extra_ports["gatewayd log on"],
+                                                                    "haproxy": extra_ports["haproxy log on"], **h2_floor}),
         ("loops", "HTTP/1.1, two workers (gatewayd --event-loops 2, nginx worker_processes auto, HAProxy nbthread 2)", run_h1,
          {"gatewayd": extra_ports["gatewayd 2 loops"], "nginx": extra_ports["nginx 2 workers"], "haproxy": extra_ports["haproxy 2 threads"],
           **floor("NIO forwarder 2 loops")}),
@@ -311,6 +320,11 @@ try:
                 "h2c": {"direct": (upstream_h2_port, upstream), "gatewayd": (extra_ports["gatewayd log on"], servers["gatewayd log on"]),
                         "gatewayd log off": (extra_ports["gatewayd metrics on"], servers["gatewayd metrics on"]),
                         "haproxy": (extra_ports["haproxy log on"], servers["haproxy log on"])}}
+        # The floors (BENCH_NIO_FLOOR=1): what SwiftNIO (and libnghttp2) alone cost at the same rate.
+        if NIO_FORWARDER:
+            rows["h1"]["NIO forwarder"] = (extra_ports["NIO forwarder"], servers["NIO forwarder"])
+        if H2_FORWARDER:
+            rows["h2c"]["NIO+nghttp2 forwarder"] = (extra_ports["NIO+nghttp2 forwarder"], servers["NIO+nghttp2 forwarder"])
         print(f"\nFixed rate (h2load -c16 --rps=rate/16 -D {RATE_SECONDS}; access logs on, gatewayd's metrics on): medians of {ROUNDS} "
               "interleaved rounds; CPU is the proxy's share of one core; + p99 is over the upstream alone at the same rate")
         print("| protocol | rate/s | target | done/s | p50 ms | p99 ms | + p99 ms | CPU % core | CPU ÷ nginx (h1) or HAProxy (h2c) | + p99 ÷ best peer's | failed |")

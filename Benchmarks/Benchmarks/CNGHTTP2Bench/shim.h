@@ -1,0 +1,1 @@
+#include <nghttp2/nghttp2.h>
