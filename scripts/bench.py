@@ -345,7 +345,9 @@ try:
                     # CPU against nginx over HTTP/1.1, against HAProxy over h2c (nginx serves no h2c here).
                     peer = "nginx" if "nginx" in med else "haproxy"
                     vs_nginx = f"{share / med[peer][3]:.2f}" if name != "direct" else "—"
-                    vs_best = f"{added[name] / min(peers):.2f}" if peers and min(peers) > 0 and name != "direct" else "—"
+                    # Under 0.1 ms the added tails are within h2load's noise: a ratio of them would mean nothing.
+                    vs_best = "—" if not peers or name == "direct" else f"{added[name] / min(peers):.2f}" if min(peers) >= 0.1 \
+                        else "both < 0.1 ms" if added[name] < 0.1 else f"{added[name]:+.2f} vs < 0.1 ms"
                     print(f"| {proto} | {rate:,} | {name} | {done:,.0f} | {p50:.2f} | {p99:.2f} | "
                           f"{'—' if name == 'direct' else f'{added[name]:+.2f}'} | {share:.1f} | {vs_nginx} | {vs_best} | {failed:.0f} |")
 
