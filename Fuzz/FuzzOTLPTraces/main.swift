@@ -67,6 +67,11 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         (span.target, span.path, span.peer, span.protocolVersion) = (text(i + 1), text(i + 2), text(i + 4), text(i + 6))
         if i % 2 == 0 { span.host = text(i + 3) }
         span.port = count
+        // Some tries' endpoints come as the attributes written once per endpoint.
+        if i % 4 == 2, span.kind == .client {
+            span.endpointAttributes = OTLPTraces.endpointAttributes(upstream: text(i + 1), host: text(i + 3), port: count)
+            span.host = nil
+        }
         span.status = Int(input.first ?? 0) * 3
         if i % 4 != 0 { span.outcome = text(i + 5) }
         span.tries = i
@@ -90,8 +95,14 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     }
     precondition(ends.count == spans.count && at == entries.writerIndex, "entries do not end where written")
     let cut = ends[ends.count / 2]
-    let encoded = OTLPTraces.request([entries.getSlice(at: 0, length: cut)!, entries.getSlice(at: cut, length: at - cut)!], serviceName: text(7))
-    let request = fields(encoded[...])
+    // Framed as HTTP/protobuf sends it, or as gRPC does (a 5-byte message prefix first).
+    let grpc = count % 2 == 1
+    let encoded = OTLPTraces.request([entries.getSlice(at: 0, length: cut)!, entries.getSlice(at: cut, length: at - cut)!], serviceName: text(7),
+                                     grpc: grpc)
+    if grpc {
+        precondition(encoded[0] == 0 && encoded[1..<5].reduce(0) { $0 << 8 | Int($1) } == encoded.count - 5, "gRPC prefix")
+    }
+    let request = fields(encoded[(grpc ? 5 : 0)...])
     precondition(request.count == 1 && request[0].number == 1)
     let resourceSpans = fields(request[0].bytes)
     let scopeSpans = fields(only(resourceSpans, 2)[0].bytes)
@@ -119,6 +130,9 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
         } else {
             precondition(attributes["network.peer.address"] == span.peer.map { Array($0.utf8) }, "peer changed")
             precondition(attributes["error.type"] == span.outcome.map { Array($0.utf8) }, "error changed")
+            precondition(attributes["gatewayd.upstream"] == span.target.map { Array($0.utf8) }, "upstream changed")
+            let host = span.endpointAttributes.isEmpty ? span.host : text(spans.firstIndex { $0.spanID == span.spanID }! + 3)
+            precondition(attributes["server.address"] == host.map { Array($0.utf8) }, "endpoint changed")
         }
     }
     return 0

@@ -34,10 +34,10 @@ struct CallRecord {
 
     /// A try starts on `endpoint`: the `traceparent` that names its span
     /// (nil: the call is not sampled); the try before it, if still open, ends.
-    mutating func tryStarted(method: String, upstream: String, endpoint: UpstreamURL?, now: NIODeadline, random: inout SplitMix64,
+    mutating func tryStarted(method: String, endpoint: Endpoint, now: NIODeadline, random: inout SplitMix64,
                              context: inout LoopContext) -> String? {
         guard let spans else { return nil }
-        return spans.tryStarted(method: method, upstream: upstream, endpoint: endpoint, now: now, random: &random, sink: context.spanSink)
+        return spans.tryStarted(method: method, endpoint: endpoint, now: now, random: &random, sink: context.spanSink)
     }
 
     /// The call's `tries`th try went out on a connection to `peer`.

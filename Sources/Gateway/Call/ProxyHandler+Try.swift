@@ -21,8 +21,8 @@ extension ProxyHandler {
         if let breaker = state.breakerOpen(waiting: false) { return overloaded(call, limit: breaker) }
         let endpoint = state.pick(exclude: call.endpoint?.index, random: front.random.next())
         call.endpoint = endpoint
-        if let traceparent = front.record.tryStarted(method: call.request.method, upstream: route.upstream.name, endpoint: endpoint.url, now: now,
-                                                     random: &front.random, context: &front.context) {
+        if let traceparent = front.record.tryStarted(method: call.request.method, endpoint: endpoint, now: now, random: &front.random,
+                                                     context: &front.context) {
             call.request.headers.set("traceparent", traceparent)
         }
         if let breaker = front.context.pool.connect(call, to: endpoint, of: state, now: now, for: self, token: token) {

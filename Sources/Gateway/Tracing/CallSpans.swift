@@ -21,16 +21,13 @@ final class CallSpans {
                       start: start.uptimeNanoseconds, method: method, path: target, peer: client, protocolVersion: protocolVersion)
     }
 
-    /// A try starts: the `traceparent` that names its span, for its request
-    /// (and the try before it, if it had not ended).
-    /// A try starts: the `traceparent` that names its span, for its request
-    /// (the try before it, if it had not ended, ends now).
-    func tryStarted(method: String, upstream: String, endpoint: UpstreamURL?, now: NIODeadline, random: inout SplitMix64,
-                    sink: SpanSink?) -> String {
+    /// A try starts on `endpoint`: the `traceparent` that names its span,
+    /// for its request (the try before it, if it had not ended, ends now).
+    func tryStarted(method: String, endpoint: Endpoint, now: NIODeadline, random: inout SplitMix64, sink: SpanSink?) -> String {
         tryEnded(now: now, sink: sink)
         let id = SpanID.random(using: &random)
         open = Span(traceID: context.traceID, spanID: id, parentID: context.spanID, kind: .client, start: now.uptimeNanoseconds,
-                    method: method, target: upstream, host: endpoint?.host, port: endpoint?.port ?? 0, tries: tries)
+                    method: method, target: endpoint.upstream.name, endpointAttributes: endpoint.spanAttributes, tries: tries)
         tries += 1
         return CallTrace.traceparent(context.traceID, id, context.flags)
     }

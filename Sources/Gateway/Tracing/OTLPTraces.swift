@@ -19,12 +19,13 @@ enum OTLPTraces {
         func size(_ text: String?) -> Int { text?.utf8.count ?? 0 }
         let strings = span.method.utf8.count + size(span.target) + size(span.path) + size(span.host) + size(span.peer) + size(span.outcome)
             + size(span.protocolVersion)
-        return 1024 + 2 * strings
+        return 1024 + 2 * strings + span.endpointAttributes.count
     }
 
     /// The request carrying `entries` (written by `write`), under the
-    /// gateway's resource and scope: only the framing is written here.
-    static func request(_ entries: [ByteBuffer], serviceName: String) -> [UInt8] {
+    /// gateway's resource and scope: only the framing is written here, into
+    /// the array that is sent (with gRPC's message prefix first, when `grpc`).
+    static func request(_ entries: [ByteBuffer], serviceName: String, grpc: Bool) -> [UInt8] {
         let fixed = 256 + 2 * (serviceName.utf8.count + GatewayVersion.current.utf8.count)
         var resource = ByteBuffer(), scope = ByteBuffer()
         resource.writeProtobuf(bound: fixed) { resource in
@@ -43,8 +44,13 @@ enum OTLPTraces {
         // ResourceSpans: resource (1), scope_spans (2).
         let resourceSpans = 1 + ProtobufWriter.varintSize(resource.readableBytes) + resource.readableBytes + 1
             + ProtobufWriter.varintSize(scopeSpans) + scopeSpans
-        var body = ByteBuffer()
-        body.writeProtobuf(bound: resourceSpans + 16) { out in
+        let length = 1 + ProtobufWriter.varintSize(resourceSpans) + resourceSpans
+        return [UInt8](protobufBound: length + (grpc ? 5 : 0)) { out in
+            if grpc {
+                // gRPC's message framing: not compressed, then the length.
+                out.appendByte(0)
+                withUnsafeBytes(of: UInt32(length).bigEndian) { out.append($0) }
+            }
             // ExportTraceServiceRequest.resource_spans
             out.lengthDelimited(1, length: resourceSpans)
             out.lengthDelimited(1, length: resource.readableBytes)
@@ -53,7 +59,17 @@ enum OTLPTraces {
             out.append(scope)
             for entry in entries { out.append(entry) }
         }
-        return Array(body.readableBytesView)
+    }
+
+    /// A client span's attributes that are the same for every try on one
+    /// endpoint (upstream, address, port), written once when the config
+    /// loads: a try's span copies them instead of writing three attributes.
+    static func endpointAttributes(upstream: String, host: String, port: Int) -> [UInt8] {
+        [UInt8](protobufBound: 128 + 2 * (upstream.utf8.count + host.utf8.count)) { out in
+            out.attribute(.upstream, upstream)
+            out.attribute(.serverAddress, host)
+            out.attribute(.serverPort, port)
+        }
     }
 
     /// Where the entry starting at `start` of `entries` ends.
@@ -95,10 +111,14 @@ extension ProtobufWriter {
             if let outcome = span.outcome { attribute(.outcome, outcome) }
             attribute(.tries, span.tries)
         case .client:
-            if let upstream = span.target { attribute(.upstream, upstream) }
-            if let host = span.host {
-                attribute(.serverAddress, host)
-                attribute(.serverPort, span.port)
+            if span.endpointAttributes.isEmpty {
+                if let upstream = span.target { attribute(.upstream, upstream) }
+                if let host = span.host {
+                    attribute(.serverAddress, host)
+                    attribute(.serverPort, span.port)
+                }
+            } else {
+                append(span.endpointAttributes)
             }
             if let peer = span.peer { attribute(.peerAddress, peer) }
             if span.tries > 0 { attribute(.resendCount, span.tries) }

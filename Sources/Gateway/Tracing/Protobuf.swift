@@ -167,3 +167,14 @@ extension ByteBuffer {
         }
     }
 }
+
+extension [UInt8] {
+    /// What `body` writes, which must fit in `bound` bytes (checked).
+    init(protobufBound bound: Int, _ body: (inout ProtobufWriter) -> Void) {
+        self.init(unsafeUninitializedCapacity: bound) { room, count in
+            var out = ProtobufWriter(UnsafeMutableRawBufferPointer(room))
+            body(&out)
+            count = out.count
+        }
+    }
+}

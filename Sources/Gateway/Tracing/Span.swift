@@ -28,8 +28,12 @@ struct Span: Sendable {
     var method: String
     /// Server: the route, if one matched. Client: the upstream.
     var target: String?
-    /// Server: the request's path. Client: the endpoint (host and port).
+    /// Server: the request's path.
     var path: String?
+    /// Client: the endpoint (host and port), as attributes written once
+    /// per endpoint (`OTLPTraces.endpointAttributes`) or, for a refresh or
+    /// a health check, one by one.
+    var endpointAttributes: [UInt8] = []
     var host: String?
     var port = 0
     /// Server: the client's address. Client: the address connected to.

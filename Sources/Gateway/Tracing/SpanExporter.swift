@@ -206,7 +206,7 @@ final class SpanExporter: Sendable {
 
     private func export(_ batch: [ByteBuffer], count: Int) {
         state.value.inFlight += 1
-        var body = OTLPTraces.request(batch, serviceName: config.serviceName)
+        let body = OTLPTraces.request(batch, serviceName: config.serviceName, grpc: config.transport == .grpc)
         var headers: HeaderList = ["Host": config.endpoint.authority]
         switch config.transport {
         case .httpProtobuf:
@@ -214,8 +214,6 @@ final class SpanExporter: Sendable {
         case .grpc:
             headers.add("Content-Type", "application/grpc")
             headers.add("TE", "trailers")
-            // gRPC's message framing: not compressed, then the length.
-            body = [0] + withUnsafeBytes(of: UInt32(body.count).bigEndian, Array.init) + body
         }
         for field in config.headers { headers.add(field.name, field.value) }
         let request = UpstreamRequest(method: "POST", target: target, headers: headers, body: body)

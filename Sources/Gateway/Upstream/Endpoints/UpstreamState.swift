@@ -14,11 +14,14 @@ final class Endpoint: Sendable {
     let requests: Counter
     let healthy: Gauge
     let ejections: Counter
+    /// What a span of a try on it says of it.
+    let spanAttributes: [UInt8]
 
     init(url: UpstreamURL, index: Int, upstream: UpstreamState, factory: any MetricsFactory) {
         self.url = url
         self.index = index
         self.upstream = upstream
+        spanAttributes = OTLPTraces.endpointAttributes(upstream: upstream.name, host: url.host, port: url.port)
         let labels = [("upstream", upstream.name), ("endpoint", url.description)]
         requests = Counter(label: "gatewayd_endpoint_requests_total", dimensions: labels, factory: factory)
         healthy = Gauge(label: "gatewayd_endpoint_healthy", dimensions: labels, factory: factory)
