@@ -1,3 +1,5 @@
+import NIOCore
+
 /// `proxy_get_property`: Envoy's attribute names, for what gatewayd knows
 /// of a call. Strings are their bytes, numbers 64-bit little-endian, maps
 /// serialized as the ABI's maps.
@@ -41,7 +43,8 @@ extension FilterVM {
         case "request.id": return text(info.requestID)
         case "request.protocol": return text(info.proto)
         case "request.time": return number(Int(info.startNanos))
-        case "source.address": return text(info.clientAddress)
+        // Envoy's: the client's address and port, as `destination.address` is (the address alone where the port is not known).
+        case "source.address": return text(info.clientPort.map { SocketAddress.hostAndPort(info.clientAddress, $0) } ?? info.clientAddress)
         case "source.port": return number(info.clientPort)
         case "destination.address": return text(info.localAddress)
         case "destination.port": return number(info.localAddress.split(separator: ":").last.flatMap { Int($0) })
