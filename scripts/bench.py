@@ -34,6 +34,28 @@ def start(name, argv):
     return p
 
 
+def until(condition, timeout, what):
+    """Polls `condition` until it holds; a wait with a deadline."""
+    end = time.time() + timeout
+    while not condition():
+        if time.time() > end:
+            raise SystemExit(f"{what} not within {timeout}s; logs in {work}")
+        time.sleep(0.05)
+
+
+def settled(read, timeout=10):
+    """Waits until `read()` gives the same value twice 0.2 s apart; returns it."""
+    last = [read()]
+
+    def same():
+        time.sleep(0.2)
+        now = read()
+        same_value, last[0] = now == last[0], now
+        return same_value
+    until(same, timeout, "a steady reading")
+    return last[0]
+
+
 def wait_port(port, timeout=20):
     end = time.time() + timeout
     while time.time() < end:
@@ -223,8 +245,8 @@ try:
         servers["NIO+nghttp2 forwarder"] = start("h2-forwarder", [H2_FORWARDER, str(extra_ports["NIO+nghttp2 forwarder"]), str(upstream_port)])
     for port in [upstream_port, upstream_h2_port, redis_port, collector_port, *ports.values(), *extra_ports.values()]:
         wait_port(port)
-    time.sleep(0.5)
-    idle_rss = {name: rss_mib(p) for name, p in servers.items()}
+    # Each process's memory once its start-up is over.
+    idle_rss = {name: settled(lambda: rss_mib(p)) for name, p in servers.items()}
 
     def run_h1(port, path="/", script=None):
         out = subprocess.run(["wrk", "-t1", "-c64", f"-d{SECONDS}s", "--latency", *(["-s", script] if script else []),
@@ -408,10 +430,12 @@ try:
         print("|---|---|---|---|---|")
         for name, (rps, p50, p99, cpu) in med.items():
             print(f"| {name} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.1f} |")
-        time.sleep(2)
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{spans_admin}/metrics").read().decode()
-        exported = sum(float(n) for n in re.findall(r"\ngatewayd_spans_exported_total (\S+)", metrics))
-        dropped = sum(float(n) for n in re.findall(r"gatewayd_spans_dropped_total\{[^}]*\} (\S+)", metrics))
+        def span_counts():
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{spans_admin}/metrics").read().decode()
+            return (sum(float(n) for n in re.findall(r"\ngatewayd_spans_exported_total (\S+)", metrics)),
+                    sum(float(n) for n in re.findall(r"gatewayd_spans_dropped_total\{[^}]*\} (\S+)", metrics)))
+        # Counted once the last batches are out.
+        exported, dropped = settled(span_counts)
         calls = sum(r[4] for r in results["spans exported"])
         pairs = statistics.median(a[3] / b[3] for a, b in zip(results["spans exported"], results["tracing off"]))
         off, on = med["tracing off"], med["spans exported"]
@@ -437,8 +461,9 @@ try:
             c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
             c.sendall(preface)
             idle.append(c)
-        time.sleep(1.5)
-        held_rss = rss_mib(gw)
+        # Held once gatewayd has accepted every one of them.
+        until(lambda: len(os.listdir(f"/proc/{gw.pid}/fd")) >= len(idle), 10, "1,100 connections accepted")
+        held_rss = settled(lambda: rss_mib(gw))
         for c in idle:
             c.close()
         print(f"\nMemory (gatewayd): at start {idle_rss['gatewayd']:.0f} MiB; 1 GiB streamed upload (status {upload}): peak "

@@ -108,7 +108,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let scopeSpans = fields(only(resourceSpans, 2)[0].bytes)
     let decoded = only(scopeSpans, 2).map { fields($0.bytes) }
     precondition(decoded.count == spans.count, "spans lost")
-    for (span, spanFields) in zip(spans, decoded) {
+    for (i, (span, spanFields)) in zip(spans, decoded).enumerated() {
         let name = switch (span.kind, span.purpose) {
         case (.server, _): "\(span.method) \(span.target ?? "")"
         case (.client, .call): "\(span.method) \(span.target ?? "")"
@@ -131,7 +131,7 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
             precondition(attributes["network.peer.address"] == span.peer.map { Array($0.utf8) }, "peer changed")
             precondition(attributes["error.type"] == span.outcome.map { Array($0.utf8) }, "error changed")
             precondition(attributes["gatewayd.upstream"] == span.target.map { Array($0.utf8) }, "upstream changed")
-            let host = span.endpointAttributes.isEmpty ? span.host : text(spans.firstIndex { $0.spanID == span.spanID }! + 3)
+            let host = span.endpointAttributes.isEmpty ? span.host : text(i + 3)
             precondition(attributes["server.address"] == host.map { Array($0.utf8) }, "endpoint changed")
         }
     }

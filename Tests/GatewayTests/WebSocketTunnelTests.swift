@@ -92,7 +92,7 @@ import Testing
         // Echoes went on during the drain (about 5 a second; fewer on a busy machine), and it ended at its deadline, not at the holder's 10 s.
         #expect(echoed >= 4, "\(held)")
         #expect(after < 6, "\(held)")
-        gateway.process.waitUntilExit()
+        _ = gateway.waitForExit(timeout: 10)
         #expect(Date().timeIntervalSince(signalled) < 8)
     }
 

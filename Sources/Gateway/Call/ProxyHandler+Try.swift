@@ -25,7 +25,7 @@ extension ProxyHandler {
                                                      context: &front.context) {
             call.request.headers.set("traceparent", traceparent)
         }
-        if let breaker = front.context.pool.connect(call, to: endpoint, of: state, now: now, for: self, token: token) {
+        if let breaker = front.context.pool.connection(for: call, to: endpoint, of: state, now: now, runner: self, token: token) {
             overloaded(call, limit: breaker)
         }
     }

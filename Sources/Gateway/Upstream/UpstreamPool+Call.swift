@@ -5,7 +5,7 @@ extension UpstreamPool {
     /// once (no waiter closure to allocate), else `runner` hears back with
     /// the try's `token` when one is made or released, or the connect fails.
     /// Returns the circuit breaker that refused the wait (`max_pending`).
-    func connect(_ call: Call, to endpoint: Endpoint, of state: UpstreamState, now: NIODeadline, for runner: ProxyHandler,
+    func connection(for call: Call, to endpoint: Endpoint, of state: UpstreamState, now: NIODeadline, runner: ProxyHandler,
                  token: ProxyHandler.CallMachine.Token) -> String? {
         if let connection = takeIdle(endpoint, now: now) {
             if !runner.connectionReady(connection, token) { connection.giveBack() }

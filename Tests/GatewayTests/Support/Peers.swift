@@ -8,6 +8,17 @@ struct PeerResult {
     var text: String { String(decoding: out, as: UTF8.self) }
 }
 
+/// Runs `body` (which reads `process` to its end and waits for it) with a
+/// deadline: a peer still running after `seconds` is killed, so a hung peer
+/// fails its test instead of holding the run.
+func withDeadline<T>(_ process: Process, seconds: Double = 150, _ body: () throws -> T) rethrows -> T {
+    let pid = process.processIdentifier
+    let watchdog = DispatchWorkItem { if process.isRunning { kill(pid, SIGKILL) } }
+    DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: watchdog)
+    defer { watchdog.cancel() }
+    return try body()
+}
+
 func runPeer(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil) throws -> PeerResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
@@ -22,9 +33,11 @@ func runPeer(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil)
         input.fileHandleForWriting.write(Data(stdin))
         try input.fileHandleForWriting.close()
     }
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    let (outData, errData) = withDeadline(process) {
+        let read = (out.fileHandleForReading.readDataToEndOfFile(), err.fileHandleForReading.readDataToEndOfFile())
+        process.waitUntilExit()
+        return read
+    }
     return PeerResult(status: process.terminationStatus, out: Array(outData), err: String(decoding: errData, as: UTF8.self))
 }
 
@@ -74,9 +87,11 @@ final class BackgroundPeer {
     }
 
     func finish() -> String {
-        let text = read + String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return text
+        withDeadline(process) {
+            let text = read + String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return text
+        }
     }
 }
 

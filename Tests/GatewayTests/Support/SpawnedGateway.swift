@@ -89,6 +89,8 @@ final class SpawnedGateway: @unchecked Sendable {
     func stop() {
         if process.isRunning {
             process.terminate()
+            // One that does not drain in time is killed: the wait after SIGKILL is the kernel's.
+            if !eventuallyBlocking(timeout: 15, { !process.isRunning }) { kill(process.processIdentifier, SIGKILL) }
             process.waitUntilExit()
         }
         if let ownedConfig { try? FileManager.default.removeItem(at: ownedConfig) }
