@@ -10,7 +10,7 @@ import Testing
         machine.requestEnded()
         #expect(!machine.acceptsRequestParts)  // the next request waits
         let action = machine.responseEnded(close: false, unreadInput: true)
-        #expect(action == .parse && machine.readsRequests && machine.acceptsRequestParts && machine.state == .idle)
+        #expect(action == .parse && machine.readsRequests && machine.acceptsRequestParts && machine.state == .idle(inputEnded: false))
     }
 
     @Test func anAnswerBeforeItsRequestEndedKeepsReadingTheBody() {
@@ -18,9 +18,9 @@ import Testing
         machine.requestHead()
         // Refused early (413), the body still coming: read to its end, then idle.
         _ = machine.responseEnded(close: false, unreadInput: true)
-        #expect(machine.acceptsRequestParts && machine.state == .exchanging(reading: true, responding: false))
+        #expect(machine.acceptsRequestParts && machine.state == .exchanging(reading: true, responding: false, inputEnded: false))
         machine.requestEnded()
-        #expect(machine.state == .idle)
+        #expect(machine.state == .idle(inputEnded: false))
     }
 
     @Test func aHalfClosedClientWithACallInFlightIsNotClosedUnderIt() {
@@ -28,6 +28,7 @@ import Testing
         machine.requestHead()
         machine.requestEnded()
         _ = machine.inputEnded(midRequest: false)
+        #expect(machine.state == .exchanging(reading: false, responding: true, inputEnded: true))
         let busy = machine.idleAfterParse()
         _ = machine.responseEnded(close: false, unreadInput: false)
         let idle = machine.idleAfterParse()
@@ -43,10 +44,21 @@ import Testing
         #expect(action == .lingerAfterWrites && !machine.readsRequests && machine.readOpen)
     }
 
-    @Test func closingWithNothingUnreadClosesOnceWritten() {
+    @Test func closingWithNothingUnreadClosesOnceWrittenAndReadsNoMore() {
         var machine = HTTP1ConnectionStateMachine()
+        machine.requestHead()
+        machine.requestEnded()
         let action = machine.responseEnded(close: true, unreadInput: false)
-        #expect(action == .closeAfterWrites)
+        // A request pipelined behind the closing answer is never handed on.
+        #expect(action == .closeAfterWrites && !machine.readsRequests && !machine.acceptsRequestParts)
+    }
+
+    @Test func theBadRequestAnswerOfAMalformedRequestLingers() {
+        var machine = HTTP1ConnectionStateMachine()
+        machine.requestHead()
+        machine.malformed()
+        let action = machine.responseEnded(close: true, unreadInput: true)
+        #expect(action == .lingerAfterWrites && machine.state == .discarding)
     }
 
     @Test func aHalfClosedClientGetsItsAnswersThenTheConnectionCloses() {

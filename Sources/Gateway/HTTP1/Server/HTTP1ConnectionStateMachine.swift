@@ -1,16 +1,19 @@
 /// The byte side of one HTTP/1.1 client connection as a value: where its
-/// exchange is (a request read, its answer written), whether its input is
-/// read as requests, whether the channel reads at all (back-pressure), and
-/// how the connection ends — at once, once its writes are out, or lingering
+/// exchange is (a request read, its answer written), whether the client
+/// still sends, whether the channel reads at all (back-pressure), and how
+/// the connection ends — at once, once its writes are out, or lingering
 /// (nginx's lingering close). Keep-alive and pipelining follow from it: the
 /// next request is read only once the answer before it ended.
 struct HTTP1ConnectionStateMachine: Sendable {
     enum State: Hashable, Sendable {
-        /// Waiting for a request head: the first, or the next on a kept-alive connection.
-        case idle
+        /// Waiting for a request head: the first, or the next on a kept-alive
+        /// connection. `inputEnded`: the client closed its sending side (RFC
+        /// 9112 section 9.6); what it sent is still read and answered, then
+        /// the connection closes.
+        case idle(inputEnded: Bool)
         /// A request head was read. `reading`: its body has not ended;
         /// `responding`: its answer has not.
-        case exchanging(reading: Bool, responding: Bool)
+        case exchanging(reading: Bool, responding: Bool, inputEnded: Bool)
         /// Input is dropped: after a malformed request, or while the
         /// connection closes or lingers.
         case discarding
@@ -28,12 +31,17 @@ struct HTTP1ConnectionStateMachine: Sendable {
         case lingerAfterWrites
     }
 
-    private(set) var state = State.idle
-    /// The client closed its sending side (allowed: RFC 9112 section 9.6):
-    /// the requests it sent are answered, then the connection closes.
-    private(set) var inputClosed = false
-    private var callWantsInput = true
-    private var tooMuchWaiting = false
+    /// Why the channel does not read; it reads when there is no reason.
+    struct Pauses: OptionSet, Sendable {
+        let rawValue: UInt8
+        /// The call paused its request body (the upstream cannot take more).
+        static let call = Pauses(rawValue: 1)
+        /// Bytes waiting behind an unanswered request reached their bound.
+        static let waiting = Pauses(rawValue: 2)
+    }
+
+    private(set) var state = State.idle(inputEnded: false)
+    private var pauses: Pauses = []
 
     var readsRequests: Bool { state != .discarding }
 
@@ -42,23 +50,24 @@ struct HTTP1ConnectionStateMachine: Sendable {
     var acceptsRequestParts: Bool {
         switch state {
         case .idle: true
-        case .exchanging(let reading, let responding): reading || !responding
+        case .exchanging(let reading, let responding, _): reading || !responding
         case .discarding: false
         }
     }
 
+    /// Whether the channel reads.
+    var readOpen: Bool { pauses.isEmpty }
+
     /// A request head was read (before the call sees it: it may be answered at once).
     mutating func requestHead() {
-        if state == .idle { state = .exchanging(reading: true, responding: true) }
+        if case .idle(let inputEnded) = state { state = .exchanging(reading: true, responding: true, inputEnded: inputEnded) }
     }
 
     /// The request's end was read.
     mutating func requestEnded() {
-        guard case .exchanging(true, let responding) = state else { return }
-        state = responding ? .exchanging(reading: false, responding: true) : .idle
+        guard case .exchanging(true, let responding, let inputEnded) = state else { return }
+        state = responding ? .exchanging(reading: false, responding: true, inputEnded: inputEnded) : .idle(inputEnded: inputEnded)
     }
-    /// Whether the channel reads: the call and the bytes waiting both allow it.
-    var readOpen: Bool { callWantsInput && !tooMuchWaiting }
 
     /// A malformed request: nothing after it can be trusted.
     mutating func malformed() { state = .discarding }
@@ -66,14 +75,23 @@ struct HTTP1ConnectionStateMachine: Sendable {
     /// The client stopped sending. `midRequest`: part of a request was read
     /// (it can never complete now).
     mutating func inputEnded(midRequest: Bool) -> Action {
-        inputClosed = true
-        return midRequest || state == .discarding ? .close : .parse
+        switch state {
+        case .idle where !midRequest:
+            state = .idle(inputEnded: true)
+            return .parse
+        case .exchanging(let reading, let responding, _) where !midRequest:
+            state = .exchanging(reading: reading, responding: responding, inputEnded: true)
+            return .parse
+        case .idle, .exchanging, .discarding:
+            state = .discarding
+            return .close
+        }
     }
 
     /// A pass over the waiting bytes ended: with nothing in flight, a client
     /// that stopped sending has had all its answers.
     mutating func idleAfterParse() -> Action {
-        guard inputClosed, state == .idle else { return .none }
+        guard state == .idle(inputEnded: true) else { return .none }
         state = .discarding
         return .closeAfterWrites
     }
@@ -83,26 +101,33 @@ struct HTTP1ConnectionStateMachine: Sendable {
     /// reset the connection, and the reset can destroy the response before
     /// the client reads it — so the connection lingers.
     mutating func responseEnded(close: Bool, unreadInput: Bool) -> Action {
-        guard close else {
-            if case .exchanging(let reading, _) = state { state = reading ? .exchanging(reading: true, responding: false) : .idle }
-            return .parse
+        let inputEnded: Bool
+        switch state {
+        case .idle(let ended):
+            inputEnded = ended
+        case .exchanging(let reading, _, let ended):
+            inputEnded = ended
+            if !close { state = reading ? .exchanging(reading: true, responding: false, inputEnded: ended) : .idle(inputEnded: ended) }
+        case .discarding:
+            // After a malformed request: its 400 closes the connection.
+            inputEnded = false
         }
-        guard !inputClosed, unreadInput else { return .closeAfterWrites }
+        guard close else { return .parse }
         state = .discarding
-        callWantsInput = true
-        tooMuchWaiting = false
+        guard !inputEnded, unreadInput else { return .closeAfterWrites }
+        pauses = []
         return .lingerAfterWrites
     }
 
     /// The call pauses or resumes the request body. Returns whether the read gate changed.
-    mutating func callWantsInput(_ on: Bool) -> Bool { changingGate { $0.callWantsInput = on } }
+    mutating func callWantsInput(_ on: Bool) -> Bool { pause(.call, !on) }
 
     /// Bytes waiting behind an unanswered request reached (or left) their bound.
-    mutating func waiting(tooMuch: Bool) -> Bool { changingGate { $0.tooMuchWaiting = tooMuch } }
+    mutating func waiting(tooMuch: Bool) -> Bool { pause(.waiting, tooMuch) }
 
-    private mutating func changingGate(_ change: (inout Self) -> Void) -> Bool {
+    private mutating func pause(_ reason: Pauses, _ on: Bool) -> Bool {
         let before = readOpen
-        change(&self)
+        if on { pauses.insert(reason) } else { pauses.remove(reason) }
         return readOpen != before
     }
 }
