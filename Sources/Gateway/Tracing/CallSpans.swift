@@ -8,7 +8,8 @@ import W3CTraceContext
 /// as it ends. A class: the spans are written from where they are, not
 /// copied out of the call's record with their strings.
 final class CallSpans {
-    private var server: Span
+    /// Both spans are moved out when they end: a copy retains each of their strings.
+    private var server: Span?
     private let context: TraceContext
     private var open: Span?
     private var tries = 0
@@ -44,22 +45,22 @@ final class CallSpans {
 
     /// The try is over (its answer judged and set aside): its span ends.
     func tryEnded(now: NIODeadline, sink: SpanSink?) {
-        guard open != nil else { return }
-        open!.end = now.uptimeNanoseconds
-        sink?.send(open!)
-        open = nil
+        guard var span = open.take() else { return }
+        span.end = now.uptimeNanoseconds
+        sink?.send(span)
     }
 
     /// The call ended after `tries` (the built-in echo's answer is one):
     /// the span of its last try, if still open, ends, then its own.
     func finish(route: String?, status: Int, outcome: String, tries: Int, now: NIODeadline, sink: SpanSink?) {
         tryEnded(now: now, sink: sink)
-        server.target = route
-        server.status = status
-        server.outcome = outcome
-        server.tries = tries
-        server.end = now.uptimeNanoseconds
-        sink?.send(server)
+        guard var span = server.take() else { return }
+        span.target = route
+        span.status = status
+        span.outcome = outcome
+        span.tries = tries
+        span.end = now.uptimeNanoseconds
+        sink?.send(span)
     }
 
     /// A credential refresh made for this call: its span (started when the
