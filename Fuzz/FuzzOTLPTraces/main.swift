@@ -97,8 +97,10 @@ public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let cut = ends[ends.count / 2]
     // Framed as HTTP/protobuf sends it, or as gRPC does (a 5-byte message prefix first).
     let grpc = count % 2 == 1
-    let encoded = OTLPTraces.request([entries.getSlice(at: 0, length: cut)!, entries.getSlice(at: cut, length: at - cut)!], serviceName: text(7),
-                                     grpc: grpc)
+    let parts = [entries.getSlice(at: 0, length: cut)!, entries.getSlice(at: cut, length: at - cut)!]
+    var body = OTLPTraces.requestHead(for: parts, serviceName: text(7), grpc: grpc)
+    for var part in parts { body.writeBuffer(&part) }
+    let encoded = Array(body.readableBytesView)
     if grpc {
         precondition(encoded[0] == 0 && encoded[1..<5].reduce(0) { $0 << 8 | Int($1) } == encoded.count - 5, "gRPC prefix")
     }

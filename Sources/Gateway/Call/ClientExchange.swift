@@ -57,10 +57,21 @@ final class ClientExchange {
     /// Runs `body` as one event: one clock read for all of it (an event
     /// inside another keeps the outer one's instant).
     func atEvent<R>(_ body: () -> R) -> R {
-        guard eventInstant == nil else { return body() }
-        eventInstant = client.eventLoop.now
-        defer { eventInstant = nil }
+        let started = eventStarted()
+        defer { eventEnded(started) }
         return body()
+    }
+
+    /// `atEvent` as two calls, for a body that consumes what it was given
+    /// (a closure can only copy it). Returns whether this started the event.
+    func eventStarted() -> Bool {
+        guard eventInstant == nil else { return false }
+        eventInstant = client.eventLoop.now
+        return true
+    }
+
+    func eventEnded(_ started: Bool) {
+        if started { eventInstant = nil }
     }
 
     /// The connection is up: a request head must come within header_timeout.

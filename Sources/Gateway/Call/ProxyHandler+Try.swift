@@ -21,8 +21,9 @@ extension ProxyHandler {
         if let breaker = state.breakerOpen(waiting: false) { return overloaded(call, limit: breaker) }
         let endpoint = state.pick(exclude: call.endpoint?.index, random: front.random.next())
         call.endpoint = endpoint
+        // The first try's `traceparent` is usually in the request already (the same string: compared at once).
         if let traceparent = front.record.tryStarted(method: call.request.method, endpoint: endpoint, now: now, random: &front.random,
-                                                     context: &front.context) {
+                                                     context: &front.context), call.request.headers["traceparent"] != traceparent {
             call.request.headers.set("traceparent", traceparent)
         }
         if let breaker = front.context.pool.connection(for: call, to: endpoint, of: state, now: now, runner: self, token: token) {

@@ -37,17 +37,19 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     func started() { front.started() }
 
-    func process(_ part: RequestPart) {
-        front.atEvent {
-            switch part {
-            case .head(let head):
-                if let start = front.headArrived(head) { startCall(start) }
-            case .body(let buffer):
-                if machine.streamed != nil { perform(machine.bodyPart(buffer)) } else { front.bodyArrived(buffer) }
-            case .end:
-                if let start = front.requestEnded() { startCall(start) }
-                perform(machine.bodyEnded())
-            }
+    /// `part` is taken over: a head still shared with the caller's copy
+    /// would make the first edit of its fields copy them all.
+    func process(_ part: consuming RequestPart) {
+        let event = front.eventStarted()
+        defer { front.eventEnded(event) }
+        switch consume part {
+        case .head(let head):
+            if let start = front.headArrived(head) { startCall(start) }
+        case .body(let buffer):
+            if machine.streamed != nil { perform(machine.bodyPart(buffer)) } else { front.bodyArrived(buffer) }
+        case .end:
+            if let start = front.requestEnded() { startCall(start) }
+            perform(machine.bodyEnded())
         }
     }
 

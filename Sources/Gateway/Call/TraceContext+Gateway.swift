@@ -10,13 +10,18 @@ enum CallTrace {
         var context: TraceContext
         /// The caller's span; nil when the trace starts here.
         var parent: SpanID?
+        /// When the hop's spans are exported: the span id of its first
+        /// try's client span, and the `traceparent` naming it, which goes
+        /// upstream from the start (a try's span is the upstream's parent).
+        var firstTry: (id: SpanID, traceparent: String)?
     }
 
     /// Edits a call's `traceparent` / `tracestate` as `config` says; returns
     /// the trace id the call carries upstream (nil: none) and the hop it is
     /// (nil: none of the gateway's, so no span of its own).
     /// - a valid traceparent (with `propagate`): the same trace and flags, a
-    ///   new span id for this hop, tracestate kept;
+    ///   new span id for this hop (for its first try's client span, when
+    ///   spans are exported), tracestate kept;
     /// - a missing or invalid one: both fields dropped (W3C Trace Context §3.3:
     ///   an invalid traceparent is ignored, its tracestate with it), and with
     ///   `start` a new trace begins here, sampled at `export`'s ratio (always
@@ -24,7 +29,7 @@ enum CallTrace {
     static func apply(_ headers: inout HeaderList, config: TracingConfig, random: inout SplitMix64) -> (traceID: TraceID?, hop: Hop?) {
         guard config.isOn else { return (nil, nil) }
         let parent = headers["traceparent"].flatMap { try? TraceContext(traceParentHeaderValue: $0, traceStateHeaderValue: headers["tracestate"]) }
-        let hop: Hop
+        var hop: Hop
         if let parent, config.propagate {
             hop = Hop(context: TraceContext(traceID: parent.traceID, spanID: .random(using: &random), flags: parent.flags, state: parent.state),
                       parent: parent.spanID)
@@ -41,7 +46,11 @@ enum CallTrace {
             }
             return (parent?.traceID, nil)
         }
-        headers.set("traceparent", traceparent(hop.context.traceID, hop.context.spanID, hop.context.flags))
+        if config.export != nil, hop.context.flags.contains(.sampled) {
+            let id = SpanID.random(using: &random)
+            hop.firstTry = (id, traceparent(hop.context.traceID, id, hop.context.flags))
+        }
+        headers.set("traceparent", hop.firstTry?.traceparent ?? traceparent(hop.context.traceID, hop.context.spanID, hop.context.flags))
         if let state = hop.context.traceStateHeaderValue { headers.set("tracestate", state) } else { headers.remove("tracestate") }
         return (hop.context.traceID, hop)
     }

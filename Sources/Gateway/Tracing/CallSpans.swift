@@ -13,11 +13,14 @@ final class CallSpans {
     private let context: TraceContext
     private var open: Span?
     private var tries = 0
+    /// The first try's span id and `traceparent`, chosen with the hop.
+    private let firstTry: (id: SpanID, traceparent: String)?
 
     /// `target`: the request's, whose path the span shows (its query is not
     /// taken apart here, on the call's loop, but when the span is sent).
     init(hop: CallTrace.Hop, method: String, target: String, client: String, protocolVersion: String, start: NIODeadline) {
         context = hop.context
+        firstTry = hop.firstTry
         server = Span(traceID: hop.context.traceID, spanID: hop.context.spanID, parentID: hop.parent, kind: .server,
                       start: start.uptimeNanoseconds, method: method, path: target, peer: client, protocolVersion: protocolVersion)
     }
@@ -26,11 +29,12 @@ final class CallSpans {
     /// for its request (the try before it, if it had not ended, ends now).
     func tryStarted(method: String, endpoint: Endpoint, now: NIODeadline, random: inout SplitMix64, sink: SpanSink?) -> String {
         tryEnded(now: now, sink: sink)
-        let id = SpanID.random(using: &random)
+        let first = tries == 0 ? firstTry : nil
+        let id = first?.id ?? SpanID.random(using: &random)
         open = Span(traceID: context.traceID, spanID: id, parentID: context.spanID, kind: .client, start: now.uptimeNanoseconds,
                     method: method, target: endpoint.upstream.name, endpointAttributes: endpoint.spanAttributes, tries: tries)
         tries += 1
-        return CallTrace.traceparent(context.traceID, id, context.flags)
+        return first?.traceparent ?? CallTrace.traceparent(context.traceID, id, context.flags)
     }
 
     func tryConnected(to peer: String) { open?.peer = peer }

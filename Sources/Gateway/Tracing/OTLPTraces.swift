@@ -22,10 +22,11 @@ enum OTLPTraces {
         return 1024 + 2 * strings + span.endpointAttributes.count
     }
 
-    /// The request carrying `entries` (written by `write`), under the
-    /// gateway's resource and scope: only the framing is written here, into
-    /// the array that is sent (with gRPC's message prefix first, when `grpc`).
-    static func request(_ entries: [ByteBuffer], serviceName: String, grpc: Bool) -> [UInt8] {
+    /// The bytes of the request carrying `entries` (written by `write`)
+    /// that come before them: gRPC's message prefix (when `grpc`), the
+    /// gateway's resource and scope, and the lengths around them. The
+    /// entries follow as they are, never copied into one array.
+    static func requestHead(for entries: [ByteBuffer], serviceName: String, grpc: Bool) -> ByteBuffer {
         let fixed = 256 + 2 * (serviceName.utf8.count + GatewayVersion.current.utf8.count)
         var resource = ByteBuffer(), scope = ByteBuffer()
         resource.writeProtobuf(bound: fixed) { resource in
@@ -45,7 +46,8 @@ enum OTLPTraces {
         let resourceSpans = 1 + ProtobufWriter.varintSize(resource.readableBytes) + resource.readableBytes + 1
             + ProtobufWriter.varintSize(scopeSpans) + scopeSpans
         let length = 1 + ProtobufWriter.varintSize(resourceSpans) + resourceSpans
-        return [UInt8](protobufBound: length + (grpc ? 5 : 0)) { out in
+        var head = ByteBuffer()
+        head.writeProtobuf(bound: 5 + 3 * 10 + resource.readableBytes + scope.readableBytes) { out in
             if grpc {
                 // gRPC's message framing: not compressed, then the length.
                 out.appendByte(0)
@@ -57,8 +59,8 @@ enum OTLPTraces {
             out.append(resource)
             out.lengthDelimited(2, length: scopeSpans)
             out.append(scope)
-            for entry in entries { out.append(entry) }
         }
+        return head
     }
 
     /// A client span's attributes that are the same for every try on one

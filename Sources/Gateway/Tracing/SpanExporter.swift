@@ -206,7 +206,7 @@ final class SpanExporter: Sendable {
 
     private func export(_ batch: [ByteBuffer], count: Int) {
         state.value.inFlight += 1
-        let body = OTLPTraces.request(batch, serviceName: config.serviceName, grpc: config.transport == .grpc)
+        let head = OTLPTraces.requestHead(for: batch, serviceName: config.serviceName, grpc: config.transport == .grpc)
         var headers: HeaderList = ["Host": config.endpoint.authority]
         switch config.transport {
         case .httpProtobuf:
@@ -216,9 +216,9 @@ final class SpanExporter: Sendable {
             headers.add("TE", "trailers")
         }
         for field in config.headers { headers.add(field.name, field.value) }
-        let request = UpstreamRequest(method: "POST", target: target, headers: headers, body: body)
+        let request = UpstreamRequest(method: "POST", target: target, headers: headers, body: nil)
         let transport = config.transport
-        pools.pool(for: loop).exchange(request, upstream: collector, timeout: config.timeout, maxBodyBytes: 64 * 1024)
+        pools.pool(for: loop).exchange(request, parts: [head] + batch, upstream: collector, timeout: config.timeout, maxBodyBytes: 64 * 1024)
             .flatMapThrowing { answer in
                 let grpcStatus = answer.headers["grpc-status"] ?? "0"
                 guard answer.status == 200, transport == .httpProtobuf || grpcStatus == "0" else {

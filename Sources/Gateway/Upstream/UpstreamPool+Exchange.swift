@@ -6,9 +6,10 @@ extension UpstreamPool {
     /// One whole request and its whole answer, for the gateway's own calls
     /// (a credential refresh, a health check of `endpoint`): pooled like any
     /// call, bounded in time and size; to an endpoint the balance picks
-    /// unless one is given.
-    func exchange(_ request: UpstreamRequest, upstream: UpstreamConfig, endpoint: Endpoint? = nil, timeout: Duration,
-                  maxBodyBytes: Int) -> EventLoopFuture<BufferedResponse.Contents> {
+    /// unless one is given. `parts`: a body sent as the buffers it is
+    /// already in, not joined first (the request then says only its length).
+    func exchange(_ request: UpstreamRequest, parts: [ByteBuffer]? = nil, upstream: UpstreamConfig, endpoint: Endpoint? = nil,
+                  timeout: Duration, maxBodyBytes: Int) -> EventLoopFuture<BufferedResponse.Contents> {
         let response = BufferedResponse(promise: eventLoop.makePromise(), maxBodyBytes: maxBodyBytes)
         guard let endpoint = endpoint ?? states[upstream.name]?.pick(exclude: nil, random: UInt64.random(in: 0 ... .max)) else {
             response.fail(.unsupported("echo is answered in process"))
@@ -16,7 +17,18 @@ extension UpstreamPool {
         }
         let loop = eventLoop.assumeIsolated()
         let send = { (connection: any UpstreamConnection) in
-            connection.send(request, delegate: response)
+            if let parts {
+                var request = request
+                request.framing = .length(parts.reduce(0) { $0 + $1.readableBytes })
+                connection.sendHead(request, delegate: response)
+                // The connection may have failed inside that write, ending the exchange.
+                if !response.isDone {
+                    for part in parts { connection.sendBody(part) }
+                    connection.sendEnd()
+                }
+            } else {
+                connection.send(request, delegate: response)
+            }
             let timer = loop.scheduleTask(in: timeout.timeAmount) {
                 connection.abandon()
                 response.fail(.timeout("no response within \(timeout)"))
@@ -50,7 +62,7 @@ final class BufferedResponse: UpstreamResponseDelegate {
     private let maxBodyBytes: Int
     private var head: ResponseHead?
     private var body: [UInt8] = []
-    private var done = false
+    private(set) var isDone = false
 
     init(promise: EventLoopPromise<Contents>, maxBodyBytes: Int) {
         self.promise = promise
@@ -58,8 +70,8 @@ final class BufferedResponse: UpstreamResponseDelegate {
     }
 
     func fail(_ error: UpstreamError) {
-        guard !done else { return }
-        done = true
+        guard !isDone else { return }
+        isDone = true
         promise.fail(error)
     }
 
@@ -71,8 +83,8 @@ final class BufferedResponse: UpstreamResponseDelegate {
     }
 
     func upstreamEnd() {
-        guard !done, let head else { return }
-        done = true
+        guard !isDone, let head else { return }
+        isDone = true
         promise.succeed(Contents(status: Int(head.status.code), headers: head.headers, body: body))
     }
 
