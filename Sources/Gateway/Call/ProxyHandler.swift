@@ -37,17 +37,21 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     func started() { front.started() }
 
-    /// `part` is taken over: a head still shared with the caller's copy
-    /// would make the first edit of its fields copy them all.
-    func process(_ part: consuming RequestPart) {
+    /// A request head, taken over (see `HTTP1ConnectionHandler.parse`).
+    func requestHead(_ head: consuming RequestHead) {
         let event = front.eventStarted()
         defer { front.eventEnded(event) }
-        switch consume part {
-        case .head(let head):
-            if let start = front.headArrived(head) { startCall(start) }
-        case .body(let buffer):
+        if let start = front.headArrived(head) { startCall(start) }
+    }
+
+    func requestBody(_ buffer: ByteBuffer) {
+        front.atEvent {
             if machine.streamed != nil { perform(machine.bodyPart(buffer)) } else { front.bodyArrived(buffer) }
-        case .end:
+        }
+    }
+
+    func requestEnded() {
+        front.atEvent {
             if let start = front.requestEnded() { startCall(start) }
             perform(machine.bodyEnded())
         }

@@ -90,23 +90,29 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         parsing = true
         defer { parsing = false }
         while let proxy, state.acceptsRequestParts {
-            let part: RequestPart?
+            let next: RequestPart?
             do {
-                part = try decoder.next(&received)
+                next = try decoder.next(&received)
             } catch {
                 state.malformed()
                 received = ByteBuffer()
                 proxy.malformed(.malformed(error))
                 return
             }
-            guard let part else { break }
+            // Moved, not copied: a head still shared here would make the
+            // call's first edit of its fields copy them all.
+            guard let part = consume next else { break }
             // The connection's machine hears of it first: the call may answer at once.
-            switch part {
-            case .head: state.requestHead()
-            case .end: state.requestEnded()
-            case .body: break
+            switch consume part {
+            case .head(let head):
+                state.requestHead()
+                proxy.requestHead(consume head)
+            case .body(let buffer):
+                proxy.requestBody(buffer)
+            case .end:
+                state.requestEnded()
+                proxy.requestEnded()
             }
-            proxy.process(part)
         }
         if received.readableBytes == 0 {
             received = ByteBuffer()

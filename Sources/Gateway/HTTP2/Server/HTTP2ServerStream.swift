@@ -105,11 +105,12 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         guard connectProtocol == nil else {
             // The HTTP request is the head alone; the stream's DATA belongs to the tunnel.
             requestFraming = .none
-            proxy.process(.head(head))
-            return proxy.process(.end(nil))
+            proxy.requestHead(consume head)
+            return proxy.requestEnded()
         }
         requestFraming = framing
-        proxy.process(.head(head))
+        // Moved: the call edits its fields, which a copy here would share.
+        proxy.requestHead(consume head)
         if endStream { endRequest() }
     }
 
@@ -126,7 +127,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         let consumed = stream.received(bytes.count)
         if consumed > 0 { connection.consume(self, consumed) }
         let buffer = allocator.buffer(bytes: bytes)
-        guard connectProtocol != nil else { return proxy.process(.body(buffer)) }
+        guard connectProtocol != nil else { return proxy.requestBody(buffer) }
         guard let tunnel else { return early.append(buffer) }
         tunnel.fromClient(buffer)
         tunnel.clientReadComplete()
@@ -136,7 +137,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         if connectProtocol != nil { return tunnel?.close() ?? close() }
         guard !requestEnded else { return }
         requestEnded = true
-        proxy?.process(.end(nil))
+        proxy?.requestEnded()
     }
 
     func setReading(_ on: Bool) {
