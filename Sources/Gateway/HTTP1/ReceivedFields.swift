@@ -47,9 +47,7 @@ struct ReceivedFields: Sendable {
     /// The fields as a list, with the edits made to it in the same order.
     var list: HeaderList {
         var fields: [HeaderList.Field] = []
-        // Room for the fields the gateway adds (X-Forwarded-*, X-Request-Id,
-        // traceparent, a route's own): adding them does not grow the list.
-        fields.reserveCapacity(lines + replacements.count + 8)
+        fields.reserveCapacity(lines + replacements.count)
         forEachField { name, value in
             fields.append(HeaderList.Field(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
         }
