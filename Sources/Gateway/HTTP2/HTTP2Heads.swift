@@ -21,11 +21,6 @@ struct HTTP2RequestHeadBuilder {
     private var hasLength = false, hosts = 0, regular = false, malformed = false
     private var cookies: [String] = []
 
-    init() {
-        // Room for the host and the forwarding fields the gateway adds.
-        fields.reserveCapacity(16)
-    }
-
     mutating func add(name: String, value: String) {
         guard !malformed else { return }
         if name.utf8.first == UInt8(ascii: ":") {
@@ -46,7 +41,12 @@ struct HTTP2RequestHeadBuilder {
             if authority != nil { return }
             hosts += 1
         }
-        if fields.isEmpty, let authority { fields.append(HeaderList.Field(name: "host", value: authority)) }
+        if fields.isEmpty {
+            // Room for the host and the forwarding fields the gateway adds,
+            // taken with the first field (an empty builder allocates nothing).
+            fields.reserveCapacity(16)
+            if let authority { fields.append(HeaderList.Field(name: "host", value: authority)) }
+        }
         if name == "content-length" { hasLength = true }
         if name == "cookie" { return cookies.append(value) }
         fields.append(HeaderList.Field(name: name, value: value))
@@ -55,7 +55,9 @@ struct HTTP2RequestHeadBuilder {
     /// An extended CONNECT (RFC 8441) becomes the HTTP/1.1 upgrade it stands
     /// for: `GET` with `Upgrade: <protocol>` and `Connection: Upgrade`, and for
     /// a WebSocket the `Sec-WebSocket-Key` HTTP/1.1 requires (`key`, fresh per call).
-    func head(websocketKey key: @autoclosure () -> String = "") -> RequestHead? {
+    /// Consuming: the head takes the fields over, so its call's first edit
+    /// of them does not copy them all.
+    consuming func head(websocketKey key: @autoclosure () -> String = "") -> RequestHead? {
         if let connectProtocol {
             guard method == "CONNECT", var head = Self.with(method: "GET", self).head() else { return nil }
             head.headers.set("Upgrade", connectProtocol)
@@ -66,9 +68,13 @@ struct HTTP2RequestHeadBuilder {
         guard !malformed, let method, let path, scheme != nil, hosts <= 1, method != "CONNECT" else { return nil }
         // A host and port only, as HTTP/1.1's Host: no userinfo (`user@host`).
         if let authority, !authority.utf8.allSatisfy(\.isHostChar) { return nil }
-        var fields = fields
+        var fields: [HeaderList.Field] = []
+        swap(&fields, &self.fields)
         if !cookies.isEmpty { fields.append(HeaderList.Field(name: "cookie", value: cookies.joined(separator: "; "))) }
-        if fields.isEmpty, let authority { fields.append(HeaderList.Field(name: "host", value: authority)) }
+        if fields.isEmpty, let authority {
+            fields.reserveCapacity(16)
+            fields.append(HeaderList.Field(name: "host", value: authority))
+        }
         let headers = HeaderList(fields)
         // Content-Length is held to the HTTP/1.1 rules (an upstream that reads
         // `+45` its own way would desync); the DATA must then match it.

@@ -94,12 +94,15 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
             requestEnded = endStream
             return proxy.refuse(request.summary, .headersTooLarge("the header block exceeds limits.max_header_bytes (\(connection.maxHeaderBytes))"))
         }
-        guard let head = request.head(websocketKey: Self.websocketKey()), let framing = Self.framing(head, endStream: endStream) else {
+        // Taken out whole (an empty builder allocates nothing): the head takes its fields over.
+        var block = HTTP2RequestHeadBuilder()
+        swap(&block, &request)
+        let connectProtocol = block.connectProtocol
+        guard let head = block.head(websocketKey: Self.websocketKey()), let framing = Self.framing(head, endStream: endStream) else {
             connection.reset(self, code: NGHTTP2_PROTOCOL_ERROR)
             return connection.needsSend()
         }
-        connectProtocol = request.connectProtocol
-        request = HTTP2RequestHeadBuilder()
+        self.connectProtocol = connectProtocol
         self.proxy = proxy
         proxy.shared.metrics.streams.increment()
         guard connectProtocol == nil else {
