@@ -51,7 +51,8 @@ struct ReceivedFields: Sendable {
         forEachField { name, value in
             fields.append(HeaderList.Field(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
         }
-        var list = HeaderList(fields)
+        // Moved: a list sharing the array would copy it at its first edit.
+        var list = HeaderList(consume fields)
         if hopByHopDropped { list.removeHopByHop() }
         replacements.withFields { for i in $0.indices { list.set($0[i].name, $0[i].value) } }
         return list

@@ -138,9 +138,11 @@ extension HeaderBlock {
     /// lower case, hop-by-hop fields (RFC 9113 §8.2.2's connection-specific
     /// ones among them, such as a `Connection: close` of our own) left out.
     init(response head: ResponseHead) {
-        self.init(capacity: head.headers.count + 1)
+        // Read once: an HTTP/1.1 upstream's fields are made a list at each read.
+        let headers = head.headers
+        self.init(capacity: headers.count + 1)
         add(":status", String(head.status.code))
-        head.headers.withFields { fields in
+        headers.withFields { fields in
             for i in fields.indices where !HeaderList.isHopByHop(fields[i].name) {
                 // A request id is new on every answer: kept out of the HPACK table.
                 add(fields[i].name, fields[i].value, indexed: !HeaderList.equalNames(fields[i].name, "X-Request-Id"))
