@@ -98,7 +98,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         var block = HTTP2RequestHeadBuilder()
         swap(&block, &request)
         let connectProtocol = block.connectProtocol
-        guard let head = block.head(websocketKey: Self.websocketKey()), let framing = Self.framing(head, endStream: endStream) else {
+        guard let head = (consume block).head(websocketKey: Self.websocketKey()), let framing = Self.framing(head, endStream: endStream) else {
             connection.reset(self, code: NGHTTP2_PROTOCOL_ERROR)
             return connection.needsSend()
         }
