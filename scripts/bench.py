@@ -1,7 +1,7 @@
 """Driver for scripts/bench: starts the upstream and every proxy, runs wrk
 (HTTP/1.1 keep-alive) and h2load (h2c prior knowledge) against each in
 interleaved rounds, and prints medians with ratios taken within the run."""
-import os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+import os, random, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time, urllib.request
 
 GATEWAYD = sys.argv[1]
 SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
@@ -21,10 +21,24 @@ work = tempfile.mkdtemp(prefix="gatewayd-bench-")
 procs = []
 
 
+# Listening ports come from below the kernel's ephemeral range: a table's
+# servers start minutes after the ports are picked, and the thousands of
+# client connections of the tables before it would otherwise take some.
+with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+    EPHEMERAL_LOW = int(f.read().split()[0])
+next_port = random.randrange(max(1024, EPHEMERAL_LOW - 12000), max(2048, EPHEMERAL_LOW - 2000))
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    global next_port
+    while True:
+        next_port += 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", next_port))
+            except OSError:
+                continue
+            return next_port
 
 
 def start(name, argv):

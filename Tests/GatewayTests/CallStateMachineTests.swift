@@ -268,35 +268,53 @@ import Testing
     }
 
     @Test func aFailedTryIsReplayedJudgedCutShortOrFailedByWhereItStopped() throws {
-        // Unsent: replayed once, unasked; then the retry policy judges.
+        var random = SystemRandomNumberGenerator()
+        let reset = UpstreamError.reset("closed"), refused = UpstreamError.connectFailure("refused")
+        func failed(_ machine: inout Machine, _ error: UpstreamError, _ progress: TryProgress) -> Machine.Judged {
+            machine.tryFailed(error, progress: progress, now: t0, random: &random, retryAllowed: { true })
+        }
+        // Unsent: replayed once, unasked (logged as such); then the retry policy judges.
         var machine = Machine()
         let a = try startedWithPolicy(&machine)
         _ = machine.connectionReady(a)
-        guard case .replay(.acquireConnection(let replay)) = machine.tryFailed(.reset, progress: .unsent) else {
+        let replayed = failed(&machine, reset, .unsent)
+        guard case .retry(next: .acquireConnection(let replay)) = replayed.verdict else {
             Issue.record("an unsent request is replayed")
             return
         }
+        #expect(replayed.decided == .retry(after: .zero, reason: "unsent"))
         _ = machine.connectionReady(replay)
-        #expect(machine.tryFailed(.reset, progress: .unsent) == .judge)
+        // The replay was free: the policy's second try is the next.
+        guard case .retry(next: .acquireConnection(let second)) = failed(&machine, reset, .unsent).verdict, second.attempt == 3 else {
+            Issue.record("the policy retries a reset")
+            return
+        }
+        _ = machine.connectionReady(second)
+        // Its attempts are spent: the gateway's 502.
+        #expect(failed(&machine, reset, .sent).verdict == .forward)
         // A connect failure is never replayed unasked: the policy judges it.
         var connect = Machine()
         let c = try startedWithPolicy(&connect)
         let counted = connect.connectFailed(c)
         #expect(counted)
-        #expect(connect.tryFailed(.connectFailure, progress: .unsent) == .judge)
+        let judged = failed(&connect, refused, .unsent)
+        guard case .retry(next: .acquireConnection) = judged.verdict, case .retry? = judged.decided else {
+            Issue.record("the policy retries a connect failure")
+            return
+        }
         // Without a policy: a 502, or cut short once the response went to the client.
         var plain = Machine()
         let plainTry = started(&plain)
         _ = plain.connectionReady(plainTry)
-        #expect(plain.tryFailed(.reset, progress: .sent) == .fail)
+        #expect(failed(&plain, reset, .sent) == Machine.Judged(verdict: .forward))
         plain.responseHeadForwarded()
-        #expect(plain.tryFailed(.reset, progress: .responseStarted) == .cutShort)
+        #expect(failed(&plain, reset, .responseStarted) == Machine.Judged(verdict: .cutShort))
         // A drained refusal whose connection fails: its retry starts, whatever the progress.
         var draining = Machine()
         let drainingTry = try startedWithPolicy(&draining)
         _ = draining.connectionReady(drainingTry)
         draining.drainThenRetry(after: .zero)
-        guard case .retry(.acquireConnection(let next)) = draining.tryFailed(.reset, progress: .responseStarted) else {
+        guard case .retry(next: .acquireConnection(let next)) = failed(&draining, reset, .responseStarted).verdict else {
             Issue.record("the retry starts")
             return
         }
@@ -399,17 +417,17 @@ import Testing
         let small = TryOutcome.response(status: 503, headers: ["Content-Length": "12"], body: nil)
         let large = TryOutcome.response(status: 503, headers: ["Content-Length": "\(Machine.drainLimit + 1)"], body: nil)
         guard case (var machine, let a)? = started() else { Issue.record("starts"); return }
-        #expect(machine.judge(small, now: t0, random: &random, connectionHeld: true, retryAllowed: { true })?.verdict == .drain)
+        #expect(machine.judge(small, now: t0, random: &random, connectionHeld: true, retryAllowed: { true }).verdict == .drain)
         #expect(machine.isDraining && machine.perTryTimerFired(a) == .ignore)
         guard case .acquireConnection(let b) = machine.drained(), b.attempt == 2 else { Issue.record("retries after the drain"); return }
         // Too large to drain, or its connection already gone: dropped, and the next try starts.
         _ = machine.connectionReady(b)
-        guard case .retry(next: .acquireConnection(let c))? = machine.judge(large, now: t0, random: &random, connectionHeld: true,
-                                                                            retryAllowed: { true })?.verdict, c.attempt == 3
+        guard case .retry(next: .acquireConnection(let c)) = machine.judge(large, now: t0, random: &random, connectionHeld: true,
+                                                                           retryAllowed: { true }).verdict, c.attempt == 3
         else { Issue.record("drops a large refusal"); return }
         // The budget says no: the answer goes to the client as it is.
         guard var (spent, _) = started() else { Issue.record("starts"); return }
         let judged = spent.judge(small, now: t0, random: &random, connectionHeld: true, retryAllowed: { false })
-        #expect(judged?.verdict == .forward && judged?.decided == .giveUp(reason: "retry budget spent"))
+        #expect(judged.verdict == .forward && judged.decided == .giveUp(reason: "retry budget spent"))
     }
 }

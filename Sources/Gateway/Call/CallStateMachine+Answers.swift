@@ -1,8 +1,8 @@
 import NIOCore
 
 /// What the call's machine answers besides its `Action`s: what a connection
-/// that arrived is for, what a judged try becomes, and what a streamed
-/// request body asks of the runner.
+/// that arrived is for, what a failed or judged try becomes, and what a
+/// streamed request body asks of the runner.
 extension CallStateMachine {
     /// What a connection that arrived is for.
     enum ConnectionAction: Equatable, Sendable {
@@ -39,33 +39,28 @@ extension CallStateMachine {
         case finish
     }
 
-    /// What a failed try leads to.
-    enum Failure: Equatable, Sendable {
-        /// A drained refusal's connection failed: its retry starts.
-        case retry(Action)
-        /// The request never reached the upstream: sent again, unasked.
-        case replay(Action)
-        /// For the retry policy to judge (a 502 unless it retries).
-        case judge
-        /// The response already went to the client: cut short.
-        case cutShort
-        /// The client gets the gateway's 502.
-        case fail
-    }
-
-    /// What becomes of a try that was judged.
+    /// What becomes of a try that failed or was judged.
     enum Verdict: Equatable, Sendable {
-        /// Its answer goes to the client as it is (accepted, or no try left).
+        /// Its answer goes to the client as it is (accepted, or no try left);
+        /// a failure's is the gateway's 502.
         case forward
         /// The client gets a 502 naming `validator`.
         case fail(validator: String)
+        /// The response already went to the client: it is cut short.
+        case cutShort
         /// The refused answer is read to its end on its connection, which is
         /// kept; the retry follows (`drained()`).
         case drain
-        /// Its connection is dropped and the next try starts: `next`.
+        /// Its connection (if still held) is dropped and the next try starts: `next`.
         case retry(next: Action)
         /// A credential refresh, then the next try.
         case refresh(RefreshSpec)
+    }
+
+    /// A verdict, and what the retry policy decided for the try's log line (nil: it decided nothing).
+    struct Judged: Equatable, Sendable {
+        var verdict: Verdict
+        var decided: RetryState<Instant>.Action?
     }
 
     /// Refused answers up to this size are drained, not dropped with their connection.

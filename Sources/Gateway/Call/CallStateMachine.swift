@@ -247,18 +247,21 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         return .finish
     }
 
-    /// The try failed (`kind`) after `progress`. A drained refusal's retry
-    /// starts; a request that provably never reached the upstream is sent
-    /// once more, unasked; a failure before the response is judged by the
-    /// retry policy; else the call fails, cut short when its response
-    /// already went to the client.
-    mutating func tryFailed(_ kind: UpstreamError.Kind, progress: TryProgress) -> Failure {
-        if isDraining { return .retry(drained()) }
+    /// The try failed after `progress`. A drained refusal's retry starts; a
+    /// request that provably never reached the upstream is sent once more,
+    /// unasked; a failure before the response is judged by the retry policy
+    /// (see `judge`); else the call fails (`forward`: the gateway's 502), cut
+    /// short when its response already went to the client.
+    mutating func tryFailed(_ error: UpstreamError, progress: TryProgress, now: Instant, random: inout some RandomNumberGenerator,
+                            retryAllowed: () -> Bool) -> Judged {
+        if isDraining { return Judged(verdict: .retry(next: drained())) }
         if progress != .responseStarted {
-            if progress == .unsent, kind != .connectFailure, let replay = replayUnsent() { return .replay(replay) }
-            if retry != nil { return .judge }
+            if progress == .unsent, error.kind != .connectFailure, let replay = replayUnsent() {
+                return Judged(verdict: .retry(next: replay), decided: .retry(after: .zero, reason: "unsent"))
+            }
+            if retry != nil { return judge(.failure(error), now: now, random: &random, connectionHeld: false, retryAllowed: retryAllowed) }
         }
-        return responseForwarded ? .cutShort : .fail
+        return Judged(verdict: responseForwarded ? .cutShort : .forward)
     }
 
     mutating func responseHeadForwarded() {
@@ -271,15 +274,14 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         retry?.tryFinished(outcome, tries: tries - unsentReplays, now: now, random: &random)
     }
 
-    /// Judges the try's outcome (nil: the route has no validators or retry
-    /// policy) and moves on as the verdict says. `retryAllowed` asks the
-    /// route's retry budget for one retry (it is spent when it says yes);
-    /// `connectionHeld`: the try's connection still carries its answer, so a
-    /// small refused one can be drained to keep it. Returns the policy's
-    /// decision as logged, and the verdict.
+    /// Judges the try's outcome and moves on as the verdict says (`forward`,
+    /// nothing decided, when the route has no validators or retry policy).
+    /// `retryAllowed` asks the route's retry budget for one retry (it is spent
+    /// when it says yes); `connectionHeld`: the try's connection still carries
+    /// its answer, so a small refused one can be drained to keep it.
     mutating func judge(_ outcome: TryOutcome, now: Instant, random: inout some RandomNumberGenerator, connectionHeld: Bool,
-                        retryAllowed: () -> Bool) -> (decided: RetryState<Instant>.Action, verdict: Verdict)? {
-        guard var decided = tryFinished(outcome, now: now, random: &random) else { return nil }
+                        retryAllowed: () -> Bool) -> Judged {
+        guard var decided = tryFinished(outcome, now: now, random: &random) else { return Judged(verdict: .forward) }
         switch decided {
         case .retry, .refreshThenRetry:
             if !retryAllowed() { decided = .giveUp(reason: "retry budget spent") }
@@ -288,19 +290,19 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         }
         switch decided {
         case .accept, .giveUp:
-            return (decided, .forward)
+            return Judged(verdict: .forward, decided: decided)
         case .fail(let validator):
-            return (decided, .fail(validator: validator))
+            return Judged(verdict: .fail(validator: validator), decided: decided)
         case .refreshThenRetry(let spec):
-            return (decided, .refresh(spec))
+            return Judged(verdict: .refresh(spec), decided: decided)
         case .retry(let delay, _):
             if connectionHeld, case .response(_, let headers, _) = outcome,
                 let length = headers["Content-Length"].flatMap(Int.init), length <= Self.drainLimit
             {
                 drainThenRetry(after: delay)
-                return (decided, .drain)
+                return Judged(verdict: .drain, decided: decided)
             }
-            return (decided, .retry(next: retry(after: delay)))
+            return Judged(verdict: .retry(next: retry(after: delay)), decided: decided)
         }
     }
 

@@ -65,12 +65,64 @@ extension ClientExchange {
         return replaced?.0
     }
 
+    /// The upstream's answer made the client's, edited in place (handed
+    /// over, not shared, it is not copied): the route's response rules, then
+    /// its filters, which see the body when it is `whole` (one too large to
+    /// hold streams past them). Returns the answer a filter made instead.
+    func prepare(_ head: inout ResponseHead, body: inout [UInt8], whole: Bool, for call: Call) -> OwnAnswer? {
+        head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || exchange.quiescing)
+        guard call.filters != nil else { return nil }
+        var seen: [UInt8]? = whole ? body : nil
+        if let answer = filterResponse(&head, body: &seen, call) { return answer }
+        if let seen { body = seen }
+        return nil
+    }
+
+    /// An upstream answer's head, and what was held of its body (the rest streams after it).
+    func writeHead(_ head: consuming ResponseHead, body: [UInt8]) {
+        client.write(.head(consume head))
+        guard !body.isEmpty else { return }
+        record.log.bytes += body.count
+        client.write(.body(client.allocator.buffer(bytes: body)))
+    }
+
     /// The built-in echo's answer: one try of the route's upstream.
     func answerEcho(_ answer: OwnAnswer, route: Route) {
         route.metrics.tries?.increment()
         record.log.tries = 1
         record.log.upstreamStatus = 200
         write(answer)
+    }
+
+    /// How a call ends, as its client sees it.
+    enum Ending {
+        /// The gateway's own answer.
+        case problem(Problem, headers: HeaderList = [:], close: Bool = false)
+        /// An answer made here (a filter's).
+        case answer(OwnAnswer)
+        /// The client's connection (HTTP/1.1) or stream (HTTP/2) cut: a
+        /// response that has begun is never made to look whole.
+        case cut(outcome: String)
+        /// The upstream's answer went through whole.
+        case complete
+    }
+
+    /// The call ended (`call`: nil when it had ended already): its client gets `ending`.
+    func end(_ ending: Ending, call: Call?) {
+        switch ending {
+        case .problem(let problem, let headers, let close):
+            guard let call else { return }
+            respond(problem, to: call.requestHead, requestID: call.requestID, extraHeaders: headers, close: close)
+        case .answer(let answer):
+            write(answer)
+        case .cut(let outcome):
+            writeRecord(status: record.log.upstreamStatus ?? 0, outcome: outcome)
+            client.close()
+        case .complete:
+            guard let call else { return }
+            writeRecord(status: record.log.upstreamStatus ?? 0, outcome: "ok")
+            finishExchange(keepAlive: call.keepAlive)
+        }
     }
 
     /// The exchange is over: its access log line and metrics, once.

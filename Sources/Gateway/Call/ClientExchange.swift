@@ -218,6 +218,16 @@ final class ClientExchange {
         return client
     }
 
+    /// A try of `call` starts on `endpoint`: its span, named by the request's `traceparent`.
+    func tryStarted(_ call: Call, on endpoint: Endpoint) {
+        call.endpoint = endpoint
+        guard let traceparent = record.tryStarted(method: call.request.method, endpoint: endpoint, now: now, random: &random, context: &context),
+            // The first try's is usually in the request already (the same string: compared at once).
+            call.request.headers["traceparent"] != traceparent
+        else { return }
+        call.request.headers.set("traceparent", traceparent)
+    }
+
     /// As the access log names it.
     private func protocolName(_ version: HTTPVersion) -> String {
         if version.major == 2 { return shared.scheme == "https" ? "h2" : "h2c" }

@@ -39,17 +39,17 @@ extension Problem {
                 detail: "no part of the request body arrived within limits.idle_timeout (\(timeout))", route: route)
     }
 
-    static func deadline(upstream: String, route: String) -> Problem {
+    static func deadline(on route: Route) -> Problem {
         Problem(status: 504, code: "deadline", title: "Upstream took too long",
-                detail: "no complete response from upstream \(upstream) within the route's timeout", route: route)
+                detail: "no complete response from upstream \(route.upstream.name) within the route's timeout", route: route.config.name)
     }
 
     /// A try failed in transport: `upstream-<kind>`; a timed-out one is a
     /// gateway timeout, as nginx and Envoy answer it. The client gets a short
     /// stable detail; the full reason (addresses, errno) goes to the access log only.
-    static func upstreamFailed(_ error: UpstreamError, upstream: String, route: String) -> Problem {
+    static func upstreamFailed(_ error: UpstreamError, on route: Route) -> Problem {
         Problem(status: error.kind == .timeout ? 504 : 502, code: "upstream-\(error.name)", title: "Upstream failed",
-                detail: "upstream \(upstream): \(error.summary)", route: route)
+                detail: "upstream \(route.upstream.name): \(error.summary)", route: route.config.name)
     }
 
     static func upgradeNotAllowed(_ protocolName: String, route: String) -> Problem {
@@ -62,16 +62,16 @@ extension Problem {
                 detail: "route \(route) allows no more calls from this client for now; see Retry-After", route: route)
     }
 
-    static func overloaded(upstream: String, limit: String, route: String) -> Problem {
+    static func overloaded(limit: String, on route: Route) -> Problem {
         Problem(status: 503, code: "upstream-overloaded", title: "Upstream at its limit",
-                detail: "upstream \(upstream) is at its \(limit); try again shortly", route: route)
+                detail: "upstream \(route.upstream.name) is at its \(limit); try again shortly", route: route.config.name)
     }
 
     /// Which validator refused stays in the access line (`reason`): the client is told no config internals.
-    static func validatorFailed(upstream: String, status: Int?, route: String) -> Problem {
+    static func validatorFailed(status: Int?, on route: Route) -> Problem {
         let status = status.map { " (upstream status \($0))" } ?? ""
         return Problem(status: 502, code: "validator-failed", title: "Upstream answer refused",
-                       detail: "the response of upstream \(upstream)\(status) did not pass the route's checks", route: route)
+                       detail: "the response of upstream \(route.upstream.name)\(status) did not pass the route's checks", route: route.config.name)
     }
 
     static func refreshFailed(upstream: String, error: any Error, route: String) -> Problem {

@@ -32,40 +32,27 @@ extension ProxyHandler {
         case .hold:
             return
         case .judge:
-            if decide(.response(status: status, headers: upstreamHead.headers, body: nil), upstreamStatus: status) { return }
+            if judged(status: status, headers: upstreamHead.headers, body: nil) { return }
         case .forward:
             judgeTry(status >= 500 ? .status5xx : nil)
         }
         forward(consume upstreamHead)
     }
 
-    /// The answer's head goes to the client, edited in place (handed over,
-    /// not shared, it is not copied), then what was held of its body; the
-    /// rest streams after it. The route's filters see the head, and the
-    /// body when it is `whole` (one too large to hold streams past them);
-    /// when a filter answers instead, the upstream's answer is dropped with
-    /// its connection.
+    /// The answer goes to the client (see `ClientExchange.prepare`), or the
+    /// answer a filter made instead, the upstream's dropped with its connection.
     func forward(_ upstreamHead: consuming ResponseHead, held: [UInt8] = [], whole: Bool = false) {
         guard let call else { return }
         // Moved, not copied: a second reference would make its first edit copy every field.
         var head = consume upstreamHead
-        head.prepareForClient(requestID: call.requestID, rules: call.route.config.responseHeaders, close: !call.keepAlive || front.exchange.quiescing)
         var body = held
-        if call.filters != nil {
-            var seen: [UInt8]? = whole ? held : nil
-            if let answer = front.filterResponse(&head, body: &seen, call) {
-                call.connection?.abandon()
-                return end(.answer(answer))
-            }
-            if let seen { body = seen }
+        if let answer = front.prepare(&head, body: &body, whole: whole, for: call) {
+            call.connection?.abandon()
+            return end(.answer(answer))
         }
         machine.responseHeadForwarded()
         call.perTryTimer?.cancel()
-        client.write(.head(head))
-        if !body.isEmpty {
-            front.record.log.bytes += body.count
-            client.write(.body(client.allocator.buffer(bytes: body)))
-        }
+        front.writeHead(consume head, body: body)
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {
@@ -85,13 +72,13 @@ extension ProxyHandler {
     func upstreamEnd() { front.atEvent { completeResponse() } }
 
     private func completeResponse() {
+        // Its connection finished the response and went back to its pool.
+        call?.connection = nil
         switch machine.responseEnded() {
         case .retry(let next):
-            call?.connection = nil
             return run(next)
         case .judgeHeld(let head, let body):
-            let status = Int(head.status.code)
-            if decide(.response(status: status, headers: head.headers, body: body), upstreamStatus: status, responseComplete: true) { return }
+            if judged(status: Int(head.status.code), headers: head.headers, body: body) { return }
             forward(head, held: body, whole: true)
         case .finish:
             break

@@ -20,12 +20,7 @@ extension ProxyHandler {
         }
         if let breaker = state.breakerOpen(waiting: false) { return overloaded(call, limit: breaker) }
         let endpoint = state.pick(exclude: call.endpoint?.index, random: front.random.next())
-        call.endpoint = endpoint
-        // The first try's `traceparent` is usually in the request already (the same string: compared at once).
-        if let traceparent = front.record.tryStarted(method: call.request.method, endpoint: endpoint, now: now, random: &front.random,
-                                                     context: &front.context), call.request.headers["traceparent"] != traceparent {
-            call.request.headers.set("traceparent", traceparent)
-        }
+        front.tryStarted(call, on: endpoint)
         if let breaker = front.context.pool.connection(for: call, to: endpoint, of: state, now: now, runner: self, token: token) {
             overloaded(call, limit: breaker)
         }
@@ -42,8 +37,7 @@ extension ProxyHandler {
 
     /// A circuit breaker is open: 503 with Retry-After, the upstream untouched.
     func overloaded(_ call: Call, limit: String) {
-        end(.problem(.overloaded(upstream: call.route.upstream.name, limit: limit, route: call.route.config.name), headers: ["Retry-After": "1"],
-                     close: call.streams))
+        end(.problem(.overloaded(limit: limit, on: call.route), headers: ["Retry-After": "1"], close: call.streams))
     }
 
     /// Whether the call took the connection (false: its try is over, the
@@ -100,20 +94,11 @@ extension ProxyHandler {
         call.connection = nil
         // A drained refusal was judged already: this is a no-op for it.
         judgeTry(OutlierConfig.Failure(error.kind))
-        switch machine.tryFailed(error.kind, progress: progress) {
-        case .retry(let next):
-            return run(next)
-        case .replay(let next):
-            logTry(.failure(error), .retry(after: .zero, reason: "unsent"))
-            return run(next)
-        case .judge:
-            if decide(.failure(error), upstreamStatus: nil) { return }
-        case .cutShort:
-            return end(.cut(outcome: "cut-short-\(error.name)"))
-        case .fail:
-            break
-        }
-        end(.problem(.upstreamFailed(error, upstream: call.route.upstream.name, route: call.route.config.name)))
+        let budget = call.route.retryBudget
+        let judged = machine.tryFailed(error, progress: progress, now: loopNow, random: &front.random,
+                                       retryAllowed: { budget?.takeRetry() ?? true })
+        if perform(judged, .failure(error), call) { return }
+        end(.problem(.upstreamFailed(error, on: call.route)))
     }
 
     /// The current try's outcome, told once to its endpoint's outlier
@@ -123,41 +108,46 @@ extension ProxyHandler {
         endpoint.upstream.tryEnded(endpoint, failure: failure)
     }
 
-    /// The validators and retry policy on one try's outcome; true when the
-    /// runner took care of it (a retry is under way, or the call failed).
-    /// `responseComplete`: the connection finished its response (and went
-    /// back to its pool), so it is not abandoned.
-    func decide(_ outcome: TryOutcome, upstreamStatus: Int?, responseComplete: Bool = false) -> Bool {
+    /// The validators and retry policy on the try's answer; false when it goes to the client.
+    func judged(status: Int, headers: HeaderList, body: [UInt8]?) -> Bool {
         guard let call else { return false }
-        if responseComplete { call.connection = nil }
         let budget = call.route.retryBudget
-        guard let (decided, verdict) = machine.judge(outcome, now: loopNow, random: &front.random, connectionHeld: call.connection != nil,
-                                                     retryAllowed: { budget?.takeRetry() ?? true })
-        else { return false }
-        logTry(outcome, decided)
-        if case .refresh = verdict { front.record.spans?.tryEnded(now: now, sink: front.context.spanSink) }
-        if case .response(let status, _, _) = outcome { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
-        switch verdict {
+        let outcome = TryOutcome.response(status: status, headers: headers, body: body)
+        let judged = machine.judge(outcome, now: loopNow, random: &front.random, connectionHeld: call.connection != nil,
+                                   retryAllowed: { budget?.takeRetry() ?? true })
+        if let decided = judged.decided { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
+        return perform(judged, outcome, call)
+    }
+
+    /// Performs a try's verdict; false when its outcome goes to the client
+    /// as it is (an answer; a failure as the gateway's 502).
+    func perform(_ judged: CallMachine.Judged, _ outcome: TryOutcome, _ call: Call) -> Bool {
+        if let decided = judged.decided {
+            front.record.logTry(outcome, decided, decidedBy: machine.retry?.decidedBy, tries: machine.tries, context: shared)
+        }
+        switch judged.verdict {
         case .forward:
             return false
         case .refresh(let spec):
+            front.record.spans?.tryEnded(now: now, sink: front.context.spanSink)
             return refreshThenRetry(spec, call: call)
         case .fail(let validator):
             call.connection?.abandon()
             front.record.log.reason = "\(validator) refused the response"
-            end(.problem(.validatorFailed(upstream: call.route.upstream.name, status: upstreamStatus, route: call.route.config.name)))
-            return true
+            end(.problem(.validatorFailed(status: outcome.status, on: call.route)))
+        case .cutShort:
+            guard case .failure(let error) = outcome else { return false }
+            end(.cut(outcome: "cut-short-\(error.name)"))
         case .drain:
             // Read to its end, so its connection goes back to the pool instead of being closed and re-opened.
             front.record.log.upstreamStatus = nil
-            return true
         case .retry(let next):
             front.record.tryDropped(now: now, context: &front.context)
             call.connection?.abandon()
             call.connection = nil
             run(next)
-            return true
         }
+        return true
     }
 
     /// A newer credential, or the one refresh under way, then the try again;
@@ -181,9 +171,5 @@ extension ProxyHandler {
             }
         }
         return true
-    }
-
-    func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action) {
-        front.record.logTry(outcome, action, decidedBy: machine.retry?.decidedBy, tries: machine.tries, context: shared)
     }
 }

@@ -131,19 +131,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
         guard machine.isCurrent(token), let call else { return }
         // A filter let through by `fail_open` says so on the access line.
         if let reason = call.filters?.failureReason { front.record.log.reason = reason }
-        switch outcome {
-        case .proceed:
-            run(machine.modifiersFinished(token))
-        case .answer(let answer, let reason):
-            front.record.log.reason = reason
-            end(.answer(answer))
-        case .closed(let reason):
-            front.record.log.reason = reason
-            end(.cut(outcome: "filter-closed"))
-        case .failed(let problem, let reason, let headers):
-            if let reason { front.record.log.reason = reason }
-            end(.problem(problem, headers: headers, close: call.streams))
-        }
+        guard case .end(let ending, let reason) = outcome else { return run(machine.modifiersFinished(token)) }
+        if let reason { front.record.log.reason = reason }
+        end(ending)
     }
 
     /// The route's `timeout` passed with the call in flight: 504, or the
@@ -152,39 +142,14 @@ final class ProxyHandler: UpstreamResponseDelegate {
         guard client.isActive, let call else { return }
         call.connection?.abandon()
         if forwarded { return end(.cut(outcome: "cut-short-deadline")) }
-        end(.problem(.deadline(upstream: call.route.upstream.name, route: call.route.config.name)))
+        end(.problem(.deadline(on: call.route)))
     }
 
-    /// How a call ends.
-    enum Ending {
-        /// The gateway's own answer.
-        case problem(Problem, headers: HeaderList = [:], close: Bool = false)
-        /// An answer made here (a filter's).
-        case answer(OwnAnswer)
-        /// The client's connection (HTTP/1.1) or stream (HTTP/2) cut: a
-        /// response that has begun is never made to look whole.
-        case cut(outcome: String)
-        /// The upstream's answer went through whole.
-        case complete
-    }
-
-    func end(_ ending: Ending) {
+    /// The call is over: its client gets `ending`.
+    func end(_ ending: ClientExchange.Ending) {
         let call = endCall()
         endStreaming()
-        switch ending {
-        case .problem(let problem, let headers, let close):
-            guard let call else { return }
-            front.respond(problem, to: call.requestHead, requestID: call.requestID, extraHeaders: headers, close: close)
-        case .answer(let answer):
-            front.write(answer)
-        case .cut(let outcome):
-            front.writeRecord(status: front.record.log.upstreamStatus ?? 0, outcome: outcome)
-            client.close()
-        case .complete:
-            guard let call else { return }
-            front.writeRecord(status: front.record.log.upstreamStatus ?? 0, outcome: "ok")
-            front.finishExchange(keepAlive: call.keepAlive)
-        }
+        front.end(ending, call: call)
     }
 
     /// The call is over: every token it handed out is stale. Returns it for its last words.

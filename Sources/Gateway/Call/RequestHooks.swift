@@ -13,12 +13,9 @@ import Rewriter
 enum RequestHooks {
     enum Outcome {
         case proceed
-        /// A filter answered the client itself.
-        case answer(OwnAnswer, reason: String)
-        /// A filter closed the stream.
-        case closed(reason: String)
-        /// `headers`: the refusal's own (a rate limit's `Retry-After`).
-        case failed(Problem, reason: String?, headers: HeaderList = [:])
+        /// The call ends here: a filter answered or closed the stream, a
+        /// limit or a hook refused it (`reason`: why, for the access line).
+        case end(ClientExchange.Ending, reason: String?)
     }
 
     typealias Token = ProxyHandler.CallMachine.Token
@@ -33,15 +30,15 @@ enum RequestHooks {
                     return
                 }
                 let name = call.route.config.name
-                runner.hooksFinished(.failed(.rateLimited(route: name), reason: nil, headers: limit.limiter.refusalHeaders(policy: name, wait: wait)),
-                                     token)
+                let headers = limit.limiter.refusalHeaders(policy: name, wait: wait)
+                runner.hooksFinished(.end(.problem(.rateLimited(route: name), headers: headers, close: call.streams), reason: nil), token)
             }
             return nil
         }
         guard !call.route.filters.isEmpty, call.filters == nil else { return modify(call, for: runner, token: token) }
         let route = call.route
         guard let host = runner.front.context.filters else {
-            return failed(FilterFailure(route.filters[0].name, "no filter host on this event loop"), route: route)
+            return failed(FilterFailure(route.filters[0].name, "no filter host on this event loop"), call)
         }
         let filters = FilterRun(filters: route.filters, taking: &call.request, info: runner.front, vms: host)
         call.filters = filters
@@ -62,17 +59,17 @@ enum RequestHooks {
         case .proceed:
             return modify(call, for: runner, token: token)
         case .answer(let local):
-            return .answer(OwnAnswer(local, requestID: call.requestID, to: call.requestHead, close: call.streams),
-                           reason: "filter \(local.filter) answered: \(local.details)")
+            return .end(.answer(OwnAnswer(local, requestID: call.requestID, to: call.requestHead, close: call.streams)),
+                        reason: "filter \(local.filter) answered: \(local.details)")
         case .closed(let filter):
-            return .closed(reason: "filter \(filter) closed the stream")
+            return .end(.cut(outcome: "filter-closed"), reason: "filter \(filter) closed the stream")
         case .failed(let failure):
-            return failed(failure, route: call.route)
+            return failed(failure, call)
         }
     }
 
-    private static func failed(_ failure: FilterFailure, route: Route) -> Outcome {
-        .failed(.filterFailed(failure.filter, route: route.config.name), reason: failure.description)
+    private static func failed(_ failure: FilterFailure, _ call: Call) -> Outcome {
+        .end(.problem(.filterFailed(failure.filter, route: call.route.config.name), close: call.streams), reason: failure.description)
     }
 
     private static func modify(_ call: Call, for runner: ProxyHandler, token: Token) -> Outcome? {
@@ -87,7 +84,7 @@ enum RequestHooks {
                 call.request = modified
                 runner.hooksFinished(.proceed, token)
             case .failure(let problem):
-                runner.hooksFinished(.failed(problem, reason: nil), token)
+                runner.hooksFinished(.end(.problem(problem, close: call.streams), reason: nil), token)
             }
         }
         return nil

@@ -41,12 +41,7 @@ struct HTTP2RequestHeadBuilder {
             if authority != nil { return }
             hosts += 1
         }
-        if fields.isEmpty {
-            // Room for the host and the forwarding fields the gateway adds,
-            // taken with the first field (an empty builder allocates nothing).
-            fields.reserveCapacity(16)
-            if let authority { fields.append(HeaderList.Field(name: "host", value: authority)) }
-        }
+        if fields.isEmpty { startFields() }
         if name == "content-length" { hasLength = true }
         if name == "cookie" { return cookies.append(value) }
         fields.append(HeaderList.Field(name: name, value: value))
@@ -68,18 +63,22 @@ struct HTTP2RequestHeadBuilder {
         guard !malformed, let method, let path, scheme != nil, hosts <= 1, method != "CONNECT" else { return nil }
         // A host and port only, as HTTP/1.1's Host: no userinfo (`user@host`).
         if let authority, !authority.utf8.allSatisfy(\.isHostChar) { return nil }
+        if self.fields.isEmpty, authority != nil { startFields() }
         var fields: [HeaderList.Field] = []
         swap(&fields, &self.fields)
         if !cookies.isEmpty { fields.append(HeaderList.Field(name: "cookie", value: cookies.joined(separator: "; "))) }
-        if fields.isEmpty, let authority {
-            fields.reserveCapacity(16)
-            fields.append(HeaderList.Field(name: "host", value: authority))
-        }
         let headers = HeaderList(fields)
         // Content-Length is held to the HTTP/1.1 rules (an upstream that reads
         // `+45` its own way would desync); the DATA must then match it.
         if hasLength, (try? HTTP1RequestDecoder.contentLength(headers)) == nil { return nil }
         return RequestHead(method: HTTPMethod(rawValue: method), uri: path, version: HTTPVersion(major: 2, minor: 0), headers: headers)
+    }
+
+    /// Room for the host and the forwarding fields the gateway adds, taken
+    /// with the first field (an empty builder allocates nothing), and the host.
+    private mutating func startFields() {
+        fields.reserveCapacity(16)
+        if let authority { fields.append(HeaderList.Field(name: "host", value: authority)) }
     }
 
     private static func with(method: String, _ builder: HTTP2RequestHeadBuilder) -> HTTP2RequestHeadBuilder {
