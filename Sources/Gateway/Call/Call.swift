@@ -51,6 +51,9 @@ final class Call {
         perTryTimer?.cancel()
     }
 
+    /// The try's connection, in an unknown state, is closed.
+    func dropConnection() { connection.take()?.abandon() }
+
     /// The call is over: no timer, no filter context, no place in the pool's
     /// queue or among the upstream's pending calls.
     func end(pool: UpstreamPool) {

@@ -1,8 +1,8 @@
 import NIOCore
 
 /// What the call's machine answers besides its `Action`s: what a connection
-/// that arrived is for, what a failed or judged try becomes, and what a
-/// streamed request body asks of the runner.
+/// that arrived is for, what a response head starts, and what a failed or
+/// judged try becomes.
 extension CallStateMachine {
     /// What a connection that arrived is for.
     enum ConnectionAction: Equatable, Sendable {
@@ -29,15 +29,6 @@ extension CallStateMachine {
         case forward
     }
 
-    /// What the end of a try's response leads to.
-    enum Ending: Equatable, Sendable {
-        /// A drained refusal ended: its retry starts.
-        case retry(Action)
-        /// The held answer, whole, for the validators; written when they let it through.
-        case judgeHeld(head: ResponseHead, body: [UInt8])
-        /// The call is over.
-        case finish
-    }
 
     /// What becomes of a try that failed or was judged.
     enum Verdict: Equatable, Sendable {
@@ -66,15 +57,6 @@ extension CallStateMachine {
     /// Refused answers up to this size are drained, not dropped with their connection.
     static var drainLimit: Int { 64 * 1024 }
 
-    /// What a streamed request body part or end asks of the runner.
-    enum BodyAction: Equatable, Sendable {
-        case none
-        /// To the upstream connection of the try in flight.
-        case send(ByteBuffer)
-        case sendEnd
-        /// The call is over: the client's reading resumes, so the rest of its body is read (and dropped).
-        case resumeClient
-    }
 
     /// A pass-through route's request body, streamed as it arrives. It
     /// outlives a call that ends first: the rest is read and dropped.

@@ -57,6 +57,15 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         /// The call's deadline passed: it ends as a 504, or cut short when
         /// its response already went to the client.
         case timeOutCall(forwarded: Bool)
+        /// A streamed request body's part, to the try's connection.
+        case sendBody(ByteBuffer)
+        case sendEnd
+        /// The call is over: the client's reading resumes, so the rest of its body is read (and dropped).
+        case resumeClient
+        /// The try's response ended and its answer, held whole, goes to the validators; written when they let it through.
+        case judgeHeld(head: ResponseHead, body: [UInt8])
+        /// The try's response ended: the call is over.
+        case finish
     }
 
     private(set) var state = State.idle
@@ -161,18 +170,18 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
 
     // MARK: The request body that streams
 
-    mutating func bodyPart(_ buffer: ByteBuffer) -> BodyAction {
-        guard var body = streamed else { return .none }
-        if body.connected { return inFlight ? .send(buffer) : .none }
-        guard inFlight else { return .none }
+    mutating func bodyPart(_ buffer: ByteBuffer) -> Action {
+        guard var body = streamed else { return .ignore }
+        if body.connected { return inFlight ? .sendBody(buffer) : .ignore }
+        guard inFlight else { return .ignore }
         streamed = nil
         body.pending.append(buffer)
         streamed = body
-        return .none
+        return .ignore
     }
 
-    mutating func bodyEnded() -> BodyAction {
-        guard var body = streamed else { return .none }
+    mutating func bodyEnded() -> Action {
+        guard var body = streamed else { return .ignore }
         body.ended = true
         if body.connected, inFlight {
             streamed = nil
@@ -183,12 +192,12 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
             return .resumeClient
         }
         streamed = body
-        return .none
+        return .ignore
     }
 
     /// The call ended while its body may still come: read on, dropping it.
-    mutating func bodyAbandoned() -> BodyAction {
-        guard var body = streamed else { return .none }
+    mutating func bodyAbandoned() -> Action {
+        guard var body = streamed else { return .ignore }
         body.pending = []
         body.connected = false
         streamed = body.ended ? nil : body
@@ -241,8 +250,8 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
 
     /// The try's response ended: a drained refusal's retry starts, a held
     /// answer is judged whole, or the call is over.
-    mutating func responseEnded() -> Ending {
-        if isDraining { return .retry(drained()) }
+    mutating func responseEnded() -> Action {
+        if isDraining { return drained() }
         if let held { return .judgeHeld(head: held.head, body: held.body) }
         return .finish
     }

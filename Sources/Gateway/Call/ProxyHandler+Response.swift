@@ -47,7 +47,7 @@ extension ProxyHandler {
         var head = consume upstreamHead
         var body = held
         if let answer = front.prepare(&head, body: &body, whole: whole, for: call) {
-            call.connection?.abandon()
+            call.dropConnection()
             return end(.answer(answer))
         }
         machine.responseHeadForwarded()
@@ -69,20 +69,11 @@ extension ProxyHandler {
         if !client.isWritable { call.connection?.setReading(false) }
     }
 
-    func upstreamEnd() { front.atEvent { completeResponse() } }
-
-    private func completeResponse() {
-        // Its connection finished the response and went back to its pool.
-        call?.connection = nil
-        switch machine.responseEnded() {
-        case .retry(let next):
-            return run(next)
-        case .judgeHeld(let head, let body):
-            if judged(status: Int(head.status.code), headers: head.headers, body: body) { return }
-            forward(head, held: body, whole: true)
-        case .finish:
-            break
+    func upstreamEnd() {
+        front.atEvent {
+            // Its connection finished the response and went back to its pool.
+            call?.connection = nil
+            run(machine.responseEnded())
         }
-        end(.complete)
     }
 }

@@ -47,11 +47,7 @@ extension ProxyHandler {
         call.attach(connection)
         call.route.metrics.tries?.increment()
         front.record.trySent(tries: machine.tries, to: connection.peerAddress, now: now)
-        if let perTryTimeout {
-            call.perTryTimer = client.eventLoop.assumeIsolated().scheduleTask(in: perTryTimeout.timeAmount) { [self] in
-                run(machine.perTryTimerFired(token))
-            }
-        }
+        if let perTryTimeout { call.perTryTimer = schedule(in: perTryTimeout) { $0.perTryTimerFired(token) } }
         guard let streamed else {
             connection.send(call.request, delegate: self)
             return true
@@ -67,26 +63,6 @@ extension ProxyHandler {
         }
         return true
     }
-
-    /// A streamed request body's next step, paused whenever the upstream cannot take more.
-    func perform(_ action: CallMachine.BodyAction) {
-        switch action {
-        case .none:
-            return
-        case .send(let buffer):
-            guard let connection = call?.connection else { return }
-            connection.sendBody(buffer)
-            if !connection.isWritable { client.setReading(false) }
-        case .sendEnd:
-            call?.connection?.sendEnd()
-        case .resumeClient:
-            client.setReading(true)
-        }
-    }
-
-    /// The call is over while the client may still be sending its body: keep
-    /// reading it (and drop it) so the connection's framing stays intact.
-    func endStreaming() { perform(machine.bodyAbandoned()) }
 
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) {
         guard let call else { return }
@@ -132,7 +108,7 @@ extension ProxyHandler {
             front.record.spans?.tryEnded(now: now, sink: front.context.spanSink)
             return refreshThenRetry(spec, call: call)
         case .fail(let validator):
-            call.connection?.abandon()
+            call.dropConnection()
             front.record.log.reason = "\(validator) refused the response"
             end(.problem(.validatorFailed(status: outcome.status, on: call.route)))
         case .cutShort:
@@ -143,8 +119,7 @@ extension ProxyHandler {
             front.record.log.upstreamStatus = nil
         case .retry(let next):
             front.record.tryDropped(now: now, context: &front.context)
-            call.connection?.abandon()
-            call.connection = nil
+            call.dropConnection()
             run(next)
         }
         return true
@@ -154,8 +129,7 @@ extension ProxyHandler {
     /// a failed refresh fails the call with 502.
     func refreshThenRetry(_ spec: RefreshSpec, call: Call) -> Bool {
         guard let (refresher, start) = front.startRefresh(spec, for: call) else { return false }
-        call.connection?.abandon()
-        call.connection = nil
+        call.dropConnection()
         front.record.log.upstreamStatus = nil
         guard case .wait(let credential) = start else {
             run(machine.retry(after: .zero))

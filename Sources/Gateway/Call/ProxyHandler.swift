@@ -46,14 +46,14 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     func requestBody(_ buffer: ByteBuffer) {
         front.atEvent {
-            if machine.streamed != nil { perform(machine.bodyPart(buffer)) } else { front.bodyArrived(buffer) }
+            if machine.streamed != nil { run(machine.bodyPart(buffer)) } else { front.bodyArrived(buffer) }
         }
     }
 
     func requestEnded() {
         front.atEvent {
             if let start = front.requestEnded() { startCall(start) }
-            perform(machine.bodyEnded())
+            run(machine.bodyEnded())
         }
     }
 
@@ -115,14 +115,31 @@ final class ProxyHandler: UpstreamResponseDelegate {
         case .acquireConnection(let token):
             acquire(token)
         case .timeOutTry:
-            call?.connection?.abandon()
-            call?.connection = nil
+            call?.dropConnection()
             upstreamFailed(.timeout("no response within per_try_timeout"), progress: .sent)
         case .wait(let token, let delay):
-            call?.backoff = client.eventLoop.assumeIsolated().scheduleTask(in: delay.timeAmount) { [self] in
-                run(machine.backoffElapsed(token))
-            }
+            call?.backoff = schedule(in: delay) { $0.backoffElapsed(token) }
+        case .sendBody(let buffer):
+            guard let connection = call?.connection else { return }
+            connection.sendBody(buffer)
+            // Paused whenever the upstream cannot take more.
+            if !connection.isWritable { client.setReading(false) }
+        case .sendEnd:
+            call?.connection?.sendEnd()
+        case .resumeClient:
+            client.setReading(true)
+        case .judgeHeld(let head, let body):
+            if judged(status: Int(head.status.code), headers: head.headers, body: body) { return }
+            forward(head, held: body, whole: true)
+            end(.complete)
+        case .finish:
+            end(.complete)
         }
+    }
+
+    /// One of the call's timers: `event` is the machine's step when it fires.
+    func schedule(in delay: Duration, _ event: @escaping (inout CallMachine) -> CallMachine.Action) -> Scheduled<Void> {
+        client.eventLoop.assumeIsolated().scheduleTask(in: delay.timeAmount) { [self] in run(event(&machine)) }
     }
 
     /// What the hooks made of the request, now or later (`token`: the step that ran them).
@@ -140,7 +157,7 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// response cut short when it has begun.
     func callTimedOut(forwarded: Bool) {
         guard client.isActive, let call else { return }
-        call.connection?.abandon()
+        call.dropConnection()
         if forwarded { return end(.cut(outcome: "cut-short-deadline")) }
         end(.problem(.deadline(on: call.route)))
     }
@@ -148,7 +165,8 @@ final class ProxyHandler: UpstreamResponseDelegate {
     /// The call is over: its client gets `ending`.
     func end(_ ending: ClientExchange.Ending) {
         let call = endCall()
-        endStreaming()
+        // The client may still be sending its body: it is read (and dropped) so the connection's framing stays intact.
+        run(machine.bodyAbandoned())
         front.end(ending, call: call)
     }
 
@@ -163,5 +181,5 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     /// The client is gone: the upstream connection of a call in flight is
     /// in an unknown state, so it is closed.
-    func abandonCall() { endCall()?.connection?.abandon() }
+    func abandonCall() { endCall()?.dropConnection() }
 }
