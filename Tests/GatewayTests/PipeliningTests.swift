@@ -39,6 +39,20 @@ import Testing
         }
     }
 
+    /// A streamed body read whole before its upstream connection was made
+    /// (the first call to a new upstream): the connection still reads the
+    /// client's next request, which goes on it (curl reuses the connection,
+    /// the upstream gets each body once).
+    @Test func theRequestAfterABodyReadBeforeItsConnectionWasMadeIsRead() async throws {
+        try await Self.withGateway(routes: "[{name: app, upstream: app}]") { gateway, upstream in
+            let url = "http://127.0.0.1:\(gateway.port)"
+            let out = try curl(["-s", "--max-time", "5", "-d", "hello", "-w", " %{num_connects} %{http_code}\n", "\(url)/first", "\(url)/second"]).text
+            #expect(out == "POST /first 5 1 200\nPOST /second 5 0 200\n", "\(out)")
+            #expect(upstream.requests.map(\.uri) == ["/first", "/second"])
+            #expect(upstream.requests.map { String(decoding: $0.body, as: UTF8.self) } == ["hello", "hello"])
+        }
+    }
+
     /// A client that sends its requests and then closes its sending side
     /// (half-close) gets every answer before the connection closes; one
     /// whose request was cut short by the close gets none, and nothing

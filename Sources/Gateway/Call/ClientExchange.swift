@@ -105,7 +105,7 @@ final class ClientExchange {
             client.write(.head(ResponseHead(version: head.version, status: .continue, headers: [:])))
             client.flush()
         }
-        if admitted.streams { return streaming(head, admitted, framing: framing) }
+        if admitted.streams { return streaming(consume head, admitted, framing: framing) }
         self.head = head
         self.admitted = admitted
         requestHeaders = head.headers
@@ -191,14 +191,19 @@ final class ClientExchange {
 
     /// The body goes upstream as it arrives: the client's framing (length or
     /// chunked) is kept, and reading pauses until a connection takes it.
-    private func streaming(_ head: RequestHead, _ admitted: CallAdmission.Admitted, framing: RequestFraming) -> Start? {
-        let client = clientInfo(head.headers)
+    private func streaming(_ head: consuming RequestHead, _ admitted: CallAdmission.Admitted, framing: RequestFraming) -> Start? {
+        // Taken from the head, which the call keeps, as `buffered` does: the
+        // build's first edit of a list still shared would copy every field.
+        var headers = HeaderList()
+        swap(&headers, &head.headers)
+        if headers.contains("Connection") { head.headers = headers }
+        let client = clientInfo(headers)
         let route = admitted.match.route
         var request: UpstreamRequest
         do {
             // One canonical length goes upstream, whatever spelling or
             // repetition the client's had (`05`, `5, 5`, two fields).
-            request = try CallAdmission.upstreamRequest(admitted, method: head.method.rawValue, target: head.uri, headers: head.headers,
+            request = try CallAdmission.upstreamRequest(admitted, method: head.method.rawValue, target: head.uri, headers: consume headers,
                                                         body: [], client: client, streamed: framing)
         } catch {
             respond(error, to: head, requestID: client.requestID, close: true)
@@ -206,7 +211,7 @@ final class ClientExchange {
         }
         self.client.setReading(false)
         let retry = RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: false)
-        return Start(call: Call(requestHead: head, request: consume request, route: route, requestID: client.requestID, streams: true,
+        return Start(call: Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: true,
                                 limit: admitted.limit),
                      retry: retry)
     }

@@ -56,11 +56,9 @@ extension ProxyHandler {
         // The connection may have failed inside that write, ending the try.
         guard machine.isCurrent(token) else { return true }
         for buffer in streamed.pending { connection.sendBody(buffer) }
-        if streamed.end {
-            connection.sendEnd()
-        } else if connection.isWritable {
-            client.setReading(true)
-        }
+        if streamed.end { connection.sendEnd() }
+        // A body read whole already leaves nothing to hold back: the client's next request is read.
+        if streamed.end || connection.isWritable { client.setReading(true) }
         return true
     }
 
