@@ -29,7 +29,6 @@ extension CallStateMachine {
         case forward
     }
 
-
     /// What becomes of a try that failed or was judged.
     enum Verdict: Equatable, Sendable {
         /// Its answer goes to the client as it is (accepted, or no try left);
@@ -56,7 +55,6 @@ extension CallStateMachine {
 
     /// Refused answers up to this size are drained, not dropped with their connection.
     static var drainLimit: Int { 64 * 1024 }
-
 
     /// A pass-through route's request body, streamed as it arrives. It
     /// outlives a call that ends first: the rest is read and dropped.

@@ -31,7 +31,6 @@ final class ClientExchange {
     /// The buffered request being read: its head, its headers in our form
     /// (converted once), its admission, its body so far.
     private var head: RequestHead?
-    private var requestHeaders = HeaderList()
     private var admitted: CallAdmission.Admitted?
     private var body: [UInt8] = []
 
@@ -108,7 +107,6 @@ final class ClientExchange {
         if admitted.streams { return streaming(consume head, admitted, framing: framing) }
         self.head = head
         self.admitted = admitted
-        requestHeaders = head.headers
         body.removeAll(keepingCapacity: true)
         wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
         return nil
@@ -159,12 +157,7 @@ final class ClientExchange {
 
     private func buffered(_ head: consuming RequestHead) -> Start? {
         guard let admitted = admitted.take() else { return nil }
-        // Taken, not copied: editing a list still shared would copy it. The
-        // head keeps its fields only when a Connection field is among them
-        // (whether the client keeps the connection is read from it later).
-        var headers = HeaderList()
-        swap(&headers, &requestHeaders)
-        if !head.headers.contains("Connection") { head.headers = HeaderList() }
+        let headers = head.takeFields()
         // The upstream's config is read in place (a local copy retains all of it).
         let route = admitted.match.route
         let client = clientInfo(headers)
@@ -192,11 +185,7 @@ final class ClientExchange {
     /// The body goes upstream as it arrives: the client's framing (length or
     /// chunked) is kept, and reading pauses until a connection takes it.
     private func streaming(_ head: consuming RequestHead, _ admitted: CallAdmission.Admitted, framing: RequestFraming) -> Start? {
-        // Taken from the head, which the call keeps, as `buffered` does: the
-        // build's first edit of a list still shared would copy every field.
-        var headers = HeaderList()
-        swap(&headers, &head.headers)
-        if headers.contains("Connection") { head.headers = headers }
+        let headers = head.takeFields()
         let client = clientInfo(headers)
         let route = admitted.match.route
         var request: UpstreamRequest

@@ -15,6 +15,17 @@ struct RequestHead: Equatable, Sendable {
     var keepsAlive: Bool {
         ConnectionOptions(fields: headers).keepsAlive(version: version)
     }
+
+    /// Its fields, taken for the upstream request built from them: a list
+    /// still shared with the head would be copied whole at its first edit.
+    /// The head keeps them only when a Connection field is among them
+    /// (`keepsAlive` reads it later).
+    mutating func takeFields() -> HeaderList {
+        var fields = HeaderList()
+        swap(&fields, &headers)
+        if fields.contains("Connection") { headers = fields }
+        return fields
+    }
 }
 
 /// A response's head, from an upstream or made by the gateway, on its way to the client.

@@ -31,7 +31,7 @@ final class OTLPReceiver: @unchecked Sendable {
 
     /// The spans received so far (the port line aside).
     var spans: [[String: Any]] {
-        _ = peer.waitFor("\u{0}", seconds: 0.05)
+        peer.readWritten()
         return peer.output.split(separator: "\n").dropFirst().compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }

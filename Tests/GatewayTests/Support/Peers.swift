@@ -73,17 +73,26 @@ final class BackgroundPeer {
 
     /// Reads what the peer writes until it holds `marker` or `seconds` pass; whether it does.
     func waitFor(_ marker: String, seconds: Double) -> Bool {
-        let descriptor = out.fileHandleForReading.fileDescriptor
         let end = Date().addingTimeInterval(seconds)
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while !read.contains(marker), Date() < end {
-            var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            guard poll(&ready, 1, 100) > 0 else { continue }
-            let count = Glibc.read(descriptor, &buffer, buffer.count)
-            if count <= 0 { break }
-            read += String(decoding: buffer[..<count], as: UTF8.self)
-        }
+        while !read.contains(marker), Date() < end, readOnce(waiting: 100) != nil {}
         return read.contains(marker)
+    }
+
+    /// Takes in what the peer wrote so far, without waiting for more.
+    func readWritten() {
+        while let count = readOnce(waiting: 0), count > 0 {}
+    }
+
+    /// One poll of up to `milliseconds`, then one read: the bytes read (0
+    /// when none came in time), nil once the peer closed its output.
+    private func readOnce(waiting milliseconds: Int32) -> Int? {
+        var ready = pollfd(fd: out.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&ready, 1, milliseconds) > 0 else { return 0 }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = Glibc.read(ready.fd, &buffer, buffer.count)
+        guard count > 0 else { return nil }
+        read += String(decoding: buffer[..<count], as: UTF8.self)
+        return count
     }
 
     func finish() -> String {
