@@ -2,8 +2,11 @@
 /// credential, the one refresh under way, or a new one through the pool.
 extension ClientExchange {
     /// Nil when the route has no such refresher, or when `min_interval` caps
-    /// it (then the refused answer goes through).
+    /// it (then the refused answer goes through). Otherwise the refused try
+    /// is over (its span ended), and a newer credential, or the one refresh
+    /// under way, comes before the next; a failed refresh fails the call with 502.
     func startRefresh(_ spec: RefreshSpec, for call: Call) -> (CredentialRefresher, CredentialRefresher.Start)? {
+        record.spans?.tryEnded(now: now, sink: context.spanSink)
         let route = call.route
         guard let index = route.refreshers.firstIndex(where: { $0.spec == spec }) else { return nil }
         let refresher = route.refreshers[index]
@@ -13,7 +16,10 @@ extension ClientExchange {
                                       traced: record.spans?.refresh(method: spec.method, upstream: refresher.upstream, random: &random),
                                       sink: context.spanSink)
         route.metrics.refresh(start)
-        guard case .throttled = start else { return (refresher, start) }
+        guard case .throttled = start else {
+            record.log.upstreamStatus = nil
+            return (refresher, start)
+        }
         shared.logger.warning("refresh skipped: min_interval not passed", metadata: ["route": .string(route.config.name)])
         return nil
     }

@@ -5,25 +5,18 @@ import Rewriter
 /// the request sent on it (a streamed body as it arrives); its outcome
 /// judged by the validators and the retry policy.
 extension ProxyHandler {
-    /// A try starts on an endpoint the upstream's balance picks (another
-    /// than the last try's, when one may take it). Past `max_requests` or
-    /// `max_pending` the call is answered 503 at once instead of waiting for
-    /// its deadline.
+    /// A try starts (see `UpstreamPool.startTry`); the built-in `echo` upstream answers at once.
     func acquire(_ token: CallMachine.Token) {
         guard let call else { return }
         call.takeCredentials()
-        let route = call.route
-        guard let state = shared.routeUpstreams[route.index] else {
+        guard let state = shared.routeUpstreams[call.route.index] else {
             let answer = front.echo(call)
             endCall()
-            return front.answerEcho(answer, route: route)
+            return front.answerEcho(answer, route: call.route)
         }
-        if let breaker = state.breakerOpen(waiting: false) { return overloaded(call, limit: breaker) }
-        let endpoint = state.pick(exclude: call.endpoint?.index, random: front.random.next())
-        front.tryStarted(call, on: endpoint)
-        if let breaker = front.context.pool.connection(for: call, to: endpoint, of: state, now: now, runner: self, token: token) {
-            overloaded(call, limit: breaker)
-        }
+        guard let breaker = front.context.pool.startTry(for: call, of: state, runner: self, token: token) else { return }
+        // A circuit breaker is open: 503 with Retry-After, the upstream untouched.
+        end(.problem(.overloaded(limit: breaker, on: call.route), headers: ["Retry-After": "1"], close: call.streams))
     }
 
     /// The connect for this try failed (a try too); false when the try was over already.
@@ -33,11 +26,6 @@ extension ProxyHandler {
         front.record.log.tries = machine.tries
         upstreamFailed(error, progress: .unsent)
         return true
-    }
-
-    /// A circuit breaker is open: 503 with Retry-After, the upstream untouched.
-    func overloaded(_ call: Call, limit: String) {
-        end(.problem(.overloaded(limit: limit, on: call.route), headers: ["Retry-After": "1"], close: call.streams))
     }
 
     /// Whether the call took the connection (false: its try is over, the
@@ -103,8 +91,18 @@ extension ProxyHandler {
         case .forward:
             return false
         case .refresh(let spec):
-            front.record.spans?.tryEnded(now: now, sink: front.context.spanSink)
-            return refreshThenRetry(spec, call: call)
+            guard let (refresher, start) = front.startRefresh(spec, for: call) else { return false }
+            call.dropConnection()
+            guard case .wait(let credential) = start else {
+                run(machine.retry(after: .zero))
+                return true
+            }
+            guard let token = machine.refreshStarted() else { return true }
+            credential.assumeIsolated().whenComplete { [self] result in
+                guard machine.isCurrent(token) else { return }
+                guard case .failure(let error) = result else { return run(machine.credentialReady(token)) }
+                end(.problem(.refreshFailed(upstream: refresher.upstream.name, error: error, route: call.route.config.name)))
+            }
         case .fail(let validator):
             call.dropConnection()
             front.record.log.reason = "\(validator) refused the response"
@@ -119,28 +117,6 @@ extension ProxyHandler {
             front.record.tryDropped(now: now, context: &front.context)
             call.dropConnection()
             run(next)
-        }
-        return true
-    }
-
-    /// A newer credential, or the one refresh under way, then the try again;
-    /// a failed refresh fails the call with 502.
-    func refreshThenRetry(_ spec: RefreshSpec, call: Call) -> Bool {
-        guard let (refresher, start) = front.startRefresh(spec, for: call) else { return false }
-        call.dropConnection()
-        front.record.log.upstreamStatus = nil
-        guard case .wait(let credential) = start else {
-            run(machine.retry(after: .zero))
-            return true
-        }
-        guard let token = machine.refreshStarted() else { return true }
-        credential.assumeIsolated().whenComplete { [self] result in
-            guard machine.isCurrent(token), let call = self.call else { return }
-            switch result {
-            case .success: run(machine.credentialReady(token))
-            case .failure(let error):
-                end(.problem(.refreshFailed(upstream: refresher.upstream.name, error: error, route: call.route.config.name)))
-            }
         }
         return true
     }

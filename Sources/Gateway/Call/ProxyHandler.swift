@@ -35,8 +35,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
 
     // MARK: Events from the client's connection or stream
 
-    func started() { front.started() }
-
     /// A request head, taken over (see `HTTP1ConnectionHandler.parse`).
     func requestHead(_ head: consuming RequestHead) {
         let event = front.eventStarted()
@@ -57,21 +55,17 @@ final class ProxyHandler: UpstreamResponseDelegate {
         }
     }
 
-    func refuse(_ head: RequestHead, _ problem: Problem) { front.refuse(head, problem) }
-
     /// A malformed request (bad framing, smuggling attempt): the call is
     /// abandoned and the connection closes (cut, when the response has begun).
     func malformed(_ problem: Problem) {
         if machine.responseForwarded { return client.close() }
         abandonCall()
-        machine.bodyGone()
         front.malformed(problem)
     }
 
     /// The connection or stream is gone: the call in flight is abandoned.
     func detach() {
         abandonCall()
-        machine.bodyGone()
         front.detach()
     }
 
@@ -80,10 +74,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
         run(machine.deadlinePassed(now: loopNow))
         front.timerFired()
     }
-
-    var lingerTime: TimeAmount { front.lingerTime }
-
-    func quiesce() -> Bool { front.quiesce() }
 
     func clientBecameWritable() { call?.connection?.setReading(true) }
 
@@ -109,7 +99,9 @@ final class ProxyHandler: UpstreamResponseDelegate {
         case .wake(let deadline):
             front.wake(at: deadline)
         case .timeOutCall(let forwarded):
-            callTimedOut(forwarded: forwarded)
+            guard client.isActive, let call else { return }
+            call.dropConnection()
+            end(forwarded ? .cut(outcome: "cut-short-deadline") : .problem(.deadline(on: call.route)))
         case .runModifiers(let token):
             if let call, let outcome = RequestHooks.run(call, for: self, token: token) { hooksFinished(outcome, token) }
         case .acquireConnection(let token):
@@ -153,15 +145,6 @@ final class ProxyHandler: UpstreamResponseDelegate {
         end(ending)
     }
 
-    /// The route's `timeout` passed with the call in flight: 504, or the
-    /// response cut short when it has begun.
-    func callTimedOut(forwarded: Bool) {
-        guard client.isActive, let call else { return }
-        call.dropConnection()
-        if forwarded { return end(.cut(outcome: "cut-short-deadline")) }
-        end(.problem(.deadline(on: call.route)))
-    }
-
     /// The call is over: its client gets `ending`.
     func end(_ ending: ClientExchange.Ending) {
         let call = endCall()
@@ -179,7 +162,10 @@ final class ProxyHandler: UpstreamResponseDelegate {
         return call
     }
 
-    /// The client is gone: the upstream connection of a call in flight is
-    /// in an unknown state, so it is closed.
-    func abandonCall() { endCall()?.dropConnection() }
+    /// The client is gone (or broke its framing): the upstream connection of
+    /// a call in flight is in an unknown state, so it is closed; no more of its body comes.
+    func abandonCall() {
+        endCall()?.dropConnection()
+        machine.bodyGone()
+    }
 }

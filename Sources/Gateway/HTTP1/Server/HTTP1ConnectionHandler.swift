@@ -62,7 +62,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         let proxy = ProxyHandler(slot: slot, client: self)
         self.proxy = proxy
         // Added once the protocol is known, the channel is usually active already.
-        if context.channel.isActive { proxy.started() }
+        if context.channel.isActive { proxy.front.started() }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -73,7 +73,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        proxy?.started()
+        proxy?.front.started()
         context.fireChannelActive()
     }
 
@@ -166,7 +166,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
         // A tunnel runs until it ends or the drain's deadline closes it.
         guard tunnel == nil else { return }
-        if proxy?.quiesce() == true { context.close(promise: nil) }
+        if proxy?.front.quiesce() == true { context.close(promise: nil) }
     }
 
     /// Performs what the connection's state machine decided.
@@ -188,7 +188,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
             }
             let last = out ?? ByteBuffer()
             out = nil
-            let lingerTime = proxy?.lingerTime ?? .seconds(5)
+            let lingerTime = proxy?.front.lingerTime ?? .seconds(5)
             // Closed once the last bytes are written, not before.
             context.writeAndFlush(NIOAny(last)).whenComplete { _ in
                 guard linger else { return channel.close(promise: nil) }

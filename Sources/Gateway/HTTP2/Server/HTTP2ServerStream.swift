@@ -92,7 +92,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
             self.proxy = proxy
             proxy.shared.metrics.streams.increment()
             requestEnded = endStream
-            return proxy.refuse(request.summary, .headersTooLarge("the header block exceeds limits.max_header_bytes (\(connection.maxHeaderBytes))"))
+            return proxy.front.refuse(request.summary, .headersTooLarge("the header block exceeds limits.max_header_bytes (\(connection.maxHeaderBytes))"))
         }
         // Taken out whole (an empty builder allocates nothing): the head takes its fields over.
         var block = HTTP2RequestHeadBuilder()
@@ -216,7 +216,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         flush()
         guard close, !requestEnded else { return }
         setReading(true)
-        let lingerTime = proxy?.lingerTime ?? .seconds(5)
+        let lingerTime = proxy?.front.lingerTime ?? .seconds(5)
         eventLoop.assumeIsolated().scheduleTask(in: lingerTime) { [weak self] in self?.stopLingering() }
     }
 
