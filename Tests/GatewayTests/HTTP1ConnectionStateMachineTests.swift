@@ -99,4 +99,26 @@ import Testing
         let drained = machine.waiting(tooMuch: false)
         #expect(drained && machine.readOpen)
     }
+
+    @Test func aCallsPauseEndsWithItsBodyOrItsAnswer() {
+        // Paused while its upstream could not take more; the body's end was read meanwhile.
+        var machine = HTTP1ConnectionStateMachine()
+        machine.requestHead()
+        let paused = machine.callWantsInput(false)
+        let opened = machine.requestEnded()
+        #expect(paused && opened && machine.readOpen)
+        // Answered before its body ended: the rest is read to be dropped.
+        var answered = HTTP1ConnectionStateMachine()
+        answered.requestHead()
+        _ = answered.callWantsInput(false)
+        let action = answered.responseEnded(close: false, unreadInput: true)
+        #expect(action == .parse && answered.readOpen && answered.acceptsRequestParts)
+        // Bytes waiting behind an answer still hold the gate: only the call's reason goes.
+        var full = HTTP1ConnectionStateMachine()
+        full.requestHead()
+        _ = full.callWantsInput(false)
+        _ = full.waiting(tooMuch: true)
+        let still = full.requestEnded()
+        #expect(!still && !full.readOpen)
+    }
 }

@@ -45,8 +45,8 @@ extension ProxyHandler {
         guard machine.isCurrent(token) else { return true }
         for buffer in streamed.pending { connection.sendBody(buffer) }
         if streamed.end { connection.sendEnd() }
-        // A body read whole already leaves nothing to hold back: the client's next request is read.
-        if streamed.end || connection.isWritable { client.setReading(true) }
+        // A body read whole is not held back at all (the connection's machine lifted the pause at its end).
+        if connection.isWritable { client.setReading(true) }
         return true
     }
 

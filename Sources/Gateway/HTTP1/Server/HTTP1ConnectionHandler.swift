@@ -110,7 +110,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
             case .body(let buffer):
                 proxy.requestBody(buffer)
             case .end:
-                state.requestEnded()
+                if state.requestEnded() { updateReading() }
                 proxy.requestEnded()
             }
         }
@@ -177,6 +177,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         case .none:
             return
         case .parse:
+            updateReading()
             parse()
         case .close:
             context.close(promise: nil)

@@ -63,10 +63,14 @@ struct HTTP1ConnectionStateMachine: Sendable {
         if case .idle(let inputEnded) = state { state = .exchanging(reading: true, responding: true, inputEnded: inputEnded) }
     }
 
-    /// The request's end was read.
-    mutating func requestEnded() {
-        guard case .exchanging(true, let responding, let inputEnded) = state else { return }
+    /// The request's end was read: the call has none of its body left to
+    /// hold back (what comes next waits behind its answer). Returns whether
+    /// the read gate changed.
+    @discardableResult
+    mutating func requestEnded() -> Bool {
+        guard case .exchanging(true, let responding, let inputEnded) = state else { return false }
         state = responding ? .exchanging(reading: false, responding: true, inputEnded: inputEnded) : .idle(inputEnded: inputEnded)
+        return pause(.call, false)
     }
 
     /// A malformed request: nothing after it can be trusted.
@@ -108,6 +112,8 @@ struct HTTP1ConnectionStateMachine: Sendable {
         case .exchanging(let reading, _, let ended):
             inputEnded = ended
             if !close { state = reading ? .exchanging(reading: true, responding: false, inputEnded: ended) : .idle(inputEnded: ended) }
+            // The call is over: the rest of its body is read (and dropped), never held back by it.
+            pauses.remove(.call)
         case .discarding:
             // After a malformed request: its 400 closes the connection.
             inputEnded = false
