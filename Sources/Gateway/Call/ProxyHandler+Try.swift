@@ -56,9 +56,7 @@ extension ProxyHandler {
         call.connection = nil
         // A drained refusal was judged already: this is a no-op for it.
         judgeTry(OutlierConfig.Failure(error.kind))
-        let budget = call.route.retryBudget
-        let judged = machine.tryFailed(error, progress: progress, now: loopNow, random: &front.random,
-                                       retryAllowed: { budget?.takeRetry() ?? true })
+        let judged = machine.tryFailed(error, progress: progress, now: loopNow, random: &front.random, retryAllowed: call.route.takeRetry)
         if perform(judged, .failure(error), call) { return }
         end(.problem(.upstreamFailed(error, on: call.route)))
     }
@@ -73,10 +71,9 @@ extension ProxyHandler {
     /// The validators and retry policy on the try's answer; false when it goes to the client.
     func judged(status: Int, headers: HeaderList, body: [UInt8]?) -> Bool {
         guard let call else { return false }
-        let budget = call.route.retryBudget
         let outcome = TryOutcome.response(status: status, headers: headers, body: body)
         let judged = machine.judge(outcome, now: loopNow, random: &front.random, connectionHeld: call.connection != nil,
-                                   retryAllowed: { budget?.takeRetry() ?? true })
+                                   retryAllowed: call.route.takeRetry)
         if let decided = judged.decided { judgeTry(OutlierConfig.Failure(judged: status, decided, decidedBy: machine.retry?.decidedBy)) }
         return perform(judged, outcome, call)
     }

@@ -20,6 +20,8 @@ public final class Route: Sendable {
     let judgesTries: Bool
     /// Shared by every call of the route, on every event loop.
     let retryBudget: RetryBudget?
+    /// One retry from the route's budget (always, when it has none).
+    func takeRetry() -> Bool { retryBudget?.takeRetry() ?? true }
     /// One per distinct `refresh` action of the route's validators.
     let refreshers: [CredentialRefresher]
     let metrics: RouteMetrics
