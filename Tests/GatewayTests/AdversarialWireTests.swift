@@ -242,7 +242,7 @@ extension AdversarialWireTests {
         let upstream = Self.switching(to: "h2c")
         let gateway = try await Self.upgradeGateway(try await upstream.start())
         let client = try NGHTTP2Client(port: gateway.port)
-        client.run(seconds: 0.3) { _ in false }
+        client.settle()
         let block = client.encodeHeaderBlock([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":path", "/chat"),
                                               (":authority", "localhost"), ("sec-websocket-version", "13")])
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: block))

@@ -59,6 +59,8 @@ import Testing
         let growth = try await peakGrowth(through: source) { gateway in
             let client = try NGHTTP2Client(port: gateway.port, initialWindowSize: 0)
             let stream = client.submit(method: "GET", path: "/big")
+            client.run(seconds: 10) { $0.responses[stream]?.status != nil }
+            // Then 3 s with the window still shut: what the gateway reads of the answer meanwhile is the growth measured.
             client.run(seconds: 3) { _ in false }
             #expect(client.responses[stream]?.status == "200")
             #expect(client.responses[stream]?.body.isEmpty == true)

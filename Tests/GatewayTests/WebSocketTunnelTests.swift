@@ -106,7 +106,7 @@ import Testing
         defer { gateway.stop() }
         let client = try NGHTTP2Client(port: gateway.port)
         // SETTINGS both ways first: :protocol is allowed once the gateway's ENABLE_CONNECT_PROTOCOL is acknowledged.
-        client.run(seconds: 0.3) { _ in false }
+        client.settle()
         let block = client.encodeHeaderBlock([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":path", "/chat"),
                                               (":authority", "localhost"), ("sec-websocket-version", "13")])
         client.sendRaw(NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: block))

@@ -1,18 +1,13 @@
 import NIOCore
 
 extension UpstreamPool {
-    /// A call's try, on an endpoint the upstream's balance picks (another
-    /// than the last try's, when one may take it): an idle pooled connection
-    /// at once (no waiter closure to allocate), else `runner` hears back
-    /// with the try's `token` when one is made or released, or the connect
-    /// fails. Returns the circuit breaker that refused the try
-    /// (`max_requests`) or its wait (`max_pending`): the call is answered 503
-    /// at once instead of waiting for its deadline.
-    func startTry(for call: Call, of state: UpstreamState, runner: ProxyHandler, token: ProxyHandler.CallMachine.Token) -> String? {
-        if let breaker = state.breakerOpen(waiting: false) { return breaker }
-        let endpoint = state.pick(exclude: call.endpoint?.index, random: runner.front.random.next())
-        runner.front.tryStarted(call, on: endpoint)
-        if let connection = takeIdle(endpoint, now: runner.now) {
+    /// A connection for a call's try on `endpoint`: an idle pooled one at
+    /// once (no waiter closure to allocate), else `runner` hears back with
+    /// the try's `token` when one is made or released, or the connect fails.
+    /// Returns the circuit breaker that refused the wait (`max_pending`).
+    func connection(for call: Call, to endpoint: Endpoint, of state: UpstreamState, now: NIODeadline, runner: ProxyHandler,
+                 token: ProxyHandler.CallMachine.Token) -> String? {
+        if let connection = takeIdle(endpoint, now: now) {
             if !runner.connectionReady(connection, token) { connection.giveBack() }
             return nil
         }

@@ -155,6 +155,16 @@ final class NGHTTP2Client {
         }
     }
 
+    /// Exchanges SETTINGS both ways, with a deadline: the server's read and
+    /// acknowledged (the acknowledgement sent), ours acknowledged by it.
+    /// What a setting allows (e.g. extended CONNECT) holds from then on.
+    func settle(seconds: Double = 5) {
+        run(seconds: seconds) { client in
+            client.rawFrames.contains { $0.type == 0x4 && $0.flags & 0x1 == 0 } && client.rawFrames.contains { $0.type == 0x4 && $0.flags & 0x1 != 0 }
+        }
+        flush()
+    }
+
     /// Reads frames for the record only (libnghttp2 is not asked, so it
     /// cannot end the wait) until `done` holds or `seconds` pass.
     func readRaw(seconds: Double, until done: (NGHTTP2Client) -> Bool) {
