@@ -25,40 +25,34 @@ import Testing
             upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
             routes: [{name: app, match: {prefix: /app}, upstream: app}]
             """)
+        // The upstream stops with the test's scope (Teardown), whether its checks throw or not.
         defer { gateway.stop() }
-        // The upstream's teardown is awaited, whether the checks throw or not.
-        do {
-            _ = try curl(["-s", "-H", "traceparent: \(Self.parent)", "-H", "tracestate: congo=t61rcWkgMzE", "http://127.0.0.1:\(gateway.port)/app/kept"])
-            _ = try curl(["-s", "http://127.0.0.1:\(gateway.port)/app/none"])
-            _ = try curl(["-s", "-H", "traceparent: 00-xyz-01", "-H", "tracestate: congo=t61rcWkgMzE", "http://127.0.0.1:\(gateway.port)/app/bad"])
-            // The access log is flushed every 100 ms.
-            _ = await eventually(timeout: 3) { gateway.log.components(separatedBy: "outcome").count > 3 }
-            let byPath = Dictionary(uniqueKeysWithValues: upstream.requests.map { ($0.uri, $0) })
-            // Kept: the same trace and flags, this hop's own span id, tracestate as it came.
-            let kept = Self.parts(byPath["/app/kept"]?.header("traceparent").first)
-            #expect(kept.count == 4 && kept[0] == "00" && kept[1] == "4bf92f3577b34da6a3ce929d0e0e4736" && kept[3] == "01")
-            #expect(kept.count == 4 && kept[2].count == 16 && kept[2] != "00f067aa0ba902b7")
-            #expect(byPath["/app/kept"]?.header("tracestate") == ["congo=t61rcWkgMzE"])
-            for path in ["/app/none", "/app/bad"] {
-                let sent = byPath[path]?.header("traceparent") ?? []
-                #expect(byPath[path]?.header("tracestate").isEmpty == true, "\(path)")
-                if start {
-                    // Started here: a valid, new, sampled trace.
-                    let started = Self.parts(sent.first)
-                    #expect(started.count == 4 && started[1].count == 32 && started[1] != "4bf92f3577b34da6a3ce929d0e0e4736" && started[3] == "01")
-                    #expect(gateway.log.contains(Self.logged(started.count == 4 ? started[1] : "?", format: format)), "\(path)")
-                } else {
-                    #expect(sent.isEmpty, "\(path): a malformed or missing traceparent is not forwarded")
-                }
+        _ = try curl(["-s", "-H", "traceparent: \(Self.parent)", "-H", "tracestate: congo=t61rcWkgMzE", "http://127.0.0.1:\(gateway.port)/app/kept"])
+        _ = try curl(["-s", "http://127.0.0.1:\(gateway.port)/app/none"])
+        _ = try curl(["-s", "-H", "traceparent: 00-xyz-01", "-H", "tracestate: congo=t61rcWkgMzE", "http://127.0.0.1:\(gateway.port)/app/bad"])
+        // The access log is flushed every 100 ms.
+        _ = await eventually(timeout: 3) { gateway.log.components(separatedBy: "outcome").count > 3 }
+        let byPath = Dictionary(uniqueKeysWithValues: upstream.requests.map { ($0.uri, $0) })
+        // Kept: the same trace and flags, this hop's own span id, tracestate as it came.
+        let kept = Self.parts(byPath["/app/kept"]?.header("traceparent").first)
+        #expect(kept.count == 4 && kept[0] == "00" && kept[1] == "4bf92f3577b34da6a3ce929d0e0e4736" && kept[3] == "01")
+        #expect(kept.count == 4 && kept[2].count == 16 && kept[2] != "00f067aa0ba902b7")
+        #expect(byPath["/app/kept"]?.header("tracestate") == ["congo=t61rcWkgMzE"])
+        for path in ["/app/none", "/app/bad"] {
+            let sent = byPath[path]?.header("traceparent") ?? []
+            #expect(byPath[path]?.header("tracestate").isEmpty == true, "\(path)")
+            if start {
+                // Started here: a valid, new, sampled trace.
+                let started = Self.parts(sent.first)
+                #expect(started.count == 4 && started[1].count == 32 && started[1] != "4bf92f3577b34da6a3ce929d0e0e4736" && started[3] == "01")
+                #expect(gateway.log.contains(Self.logged(started.count == 4 ? started[1] : "?", format: format)), "\(path)")
+            } else {
+                #expect(sent.isEmpty, "\(path): a malformed or missing traceparent is not forwarded")
             }
-            #expect(gateway.log.contains(Self.logged("4bf92f3577b34da6a3ce929d0e0e4736", format: format)))
-            // A problem the gateway answers names the call's trace.
-            let problem = try curl(["-s", "-H", "traceparent: \(Self.parent)", "http://127.0.0.1:\(gateway.port)/nowhere"]).text
-            #expect(problem.contains(#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#))
-        } catch {
-            await upstream.stop()
-            throw error
         }
-        await upstream.stop()
+        #expect(gateway.log.contains(Self.logged("4bf92f3577b34da6a3ce929d0e0e4736", format: format)))
+        // A problem the gateway answers names the call's trace.
+        let problem = try curl(["-s", "-H", "traceparent: \(Self.parent)", "http://127.0.0.1:\(gateway.port)/nowhere"]).text
+        #expect(problem.contains(#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#))
     }
 }

@@ -5,7 +5,10 @@ import Rewriter
 /// the request sent on it (a streamed body as it arrives); its outcome
 /// judged by the validators and the retry policy.
 extension ProxyHandler {
-    /// A try starts (see `UpstreamPool.startTry`); the built-in `echo` upstream answers at once.
+    /// A try starts on an endpoint the upstream's balance picks (another
+    /// than the last try's, when one may take it); the built-in `echo`
+    /// upstream answers at once. Past `max_requests` or `max_pending` the
+    /// call is answered 503 at once instead of waiting for its deadline.
     func acquire(_ token: CallMachine.Token) {
         guard let call else { return }
         call.takeCredentials()
@@ -14,8 +17,14 @@ extension ProxyHandler {
             endCall()
             return front.answerEcho(answer, route: call.route)
         }
-        guard let breaker = front.context.pool.startTry(for: call, of: state, runner: self, token: token) else { return }
-        // A circuit breaker is open: 503 with Retry-After, the upstream untouched.
+        var breaker = state.breakerOpen(waiting: false)
+        if breaker == nil {
+            let endpoint = state.pick(exclude: call.endpoint?.index, random: front.random.next())
+            front.tryStarted(call, on: endpoint)
+            breaker = front.context.pool.connection(for: call, to: endpoint, of: state, now: now, runner: self, token: token)
+        }
+        guard let breaker else { return }
+        // The upstream untouched: 503 with Retry-After.
         end(.problem(.overloaded(limit: breaker, on: call.route), headers: ["Retry-After": "1"], close: call.streams))
     }
 
@@ -45,8 +54,9 @@ extension ProxyHandler {
         guard machine.isCurrent(token) else { return true }
         for buffer in streamed.pending { connection.sendBody(buffer) }
         if streamed.end { connection.sendEnd() }
-        // A body read whole is not held back at all (the connection's machine lifted the pause at its end).
-        if connection.isWritable { client.setReading(true) }
+        // A body read whole leaves nothing to hold back: an HTTP/2 stream credits what it received
+        // (an HTTP/1.1 connection's machine lifted its pause at the body's end).
+        if streamed.end || connection.isWritable { client.setReading(true) }
         return true
     }
 
