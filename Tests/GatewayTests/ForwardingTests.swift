@@ -19,16 +19,8 @@ import Testing
             routes:
             \(routes)
             """
-        let gateway = try await GatewayHarness.start(yaml)
-        do {
-            try await body(gateway, upstream)
-        } catch {
-            await gateway.stop()
-            await upstream.stop()
-            throw error
-        }
-        await gateway.stop()
-        await upstream.stop()
+        // Both are stopped by the test's Teardown scope, whether it throws or not.
+        try await body(GatewayHarness.start(yaml), upstream)
     }
 
     static let passThrough = """
