@@ -60,8 +60,16 @@ import Testing
             let client = try NGHTTP2Client(port: gateway.port, initialWindowSize: 0)
             let stream = client.submit(method: "GET", path: "/big")
             client.run(seconds: 10) { $0.responses[stream]?.status != nil }
-            // Then 3 s with the window still shut: what the gateway reads of the answer meanwhile is the growth measured.
-            client.run(seconds: 3) { _ in false }
+            // Then the window stays shut until the gateway's memory has held still for a second (deadline 10 s):
+            // what it read of the answer meanwhile is the growth measured.
+            var samples: [(at: ContinuousClock.Instant, bytes: Int)] = []
+            let settled = try eventuallyBlocking(timeout: 10) {
+                let now = ContinuousClock.now, bytes = try gateway.residentBytes()
+                samples.append((now, bytes))
+                guard let aSecondAgo = samples.last(where: { now - $0.at >= .seconds(1) }) else { return false }
+                return abs(bytes - aSecondAgo.bytes) < 1 << 20
+            }
+            #expect(settled, "the gateway's memory kept moving while the client's window was shut")
             #expect(client.responses[stream]?.status == "200")
             #expect(client.responses[stream]?.body.isEmpty == true)
         }

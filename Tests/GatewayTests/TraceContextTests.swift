@@ -27,9 +27,9 @@ import Testing
             """)
         // The upstream stops with the test's scope (Teardown), whether its checks throw or not.
         defer { gateway.stop() }
-        _ = try curl(["-s", "-H", "traceparent: \(Self.parent)", "-H", "tracestate: congo=t61rcWkgMzE", "http://127.0.0.1:\(gateway.port)/app/kept"])
-        _ = try curl(["-s", "http://127.0.0.1:\(gateway.port)/app/none"])
-        _ = try curl(["-s", "-H", "traceparent: 00-xyz-01", "-H", "tracestate: congo=t61rcWkgMzE", "http://127.0.0.1:\(gateway.port)/app/bad"])
+        _ = try curl(["-H", "traceparent: \(Self.parent)", "-H", "tracestate: congo=t61rcWkgMzE", "http://127.0.0.1:\(gateway.port)/app/kept"])
+        _ = try curl(["http://127.0.0.1:\(gateway.port)/app/none"])
+        _ = try curl(["-H", "traceparent: 00-xyz-01", "-H", "tracestate: congo=t61rcWkgMzE", "http://127.0.0.1:\(gateway.port)/app/bad"])
         // The access log is flushed every 100 ms.
         _ = await eventually(timeout: 3) { gateway.log.components(separatedBy: "outcome").count > 3 }
         let byPath = Dictionary(uniqueKeysWithValues: upstream.requests.map { ($0.uri, $0) })
@@ -52,7 +52,7 @@ import Testing
         }
         #expect(gateway.log.contains(Self.logged("4bf92f3577b34da6a3ce929d0e0e4736", format: format)))
         // A problem the gateway answers names the call's trace.
-        let problem = try curl(["-s", "-H", "traceparent: \(Self.parent)", "http://127.0.0.1:\(gateway.port)/nowhere"]).text
+        let problem = try curl(["-H", "traceparent: \(Self.parent)", "http://127.0.0.1:\(gateway.port)/nowhere"]).text
         #expect(problem.contains(#""trace_id":"4bf92f3577b34da6a3ce929d0e0e4736""#))
     }
 }
