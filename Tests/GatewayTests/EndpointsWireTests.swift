@@ -170,8 +170,8 @@ import Testing
             #expect(refused.hasPrefix("HTTP/1.1 503 "), "pending \(pending)")
             #expect(refused.contains("Retry-After: 1") && refused.contains("urn:gatewayd:problem:upstream-overloaded"))
             // The held calls are not waited for (the upstream holds them 30 s).
-            first.process.terminate()
-            waiting?.process.terminate()
+            first.process.signal(SIGTERM)
+            waiting?.process.signal(SIGTERM)
             #expect(!upstreams[0].requests.contains { $0.uri == "/c" })
             await gateway.stop()
         }

@@ -9,20 +9,8 @@ import Testing
     }
 
     func run(_ arguments: [String], in directory: URL = root) throws -> (status: Int32, out: String, err: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let (outData, errData) = withDeadline(process) {
-            let read = (out.fileHandleForReading.readDataToEndOfFile(), err.fileHandleForReading.readDataToEndOfFile())
-            process.waitUntilExit()
-            return read
-        }
-        return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+        let result = try runPeer(Self.binary, arguments, directory: directory.path)
+        return (result.status, result.text, result.err)
     }
 
     @Test func searchFromJSONBody() throws {

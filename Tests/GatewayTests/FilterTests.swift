@@ -112,6 +112,21 @@ import WAT
         }
     }
 
+    /// A compiler that is missing or fails is named, with what it printed.
+    @Test func aMissingOrFailingCompilerIsNamed() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("cache-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let bytes = try wat2wasm(WasmFilter.sign)
+        for (cc, expected) in [("gatewayd-no-such-cc", "gatewayd-no-such-cc is not installed"), ("false", "false failed (status 1)")] {
+            do {
+                _ = try FilterCompiler.library(for: bytes, environment: ["XDG_CACHE_HOME": root, "CC": cc])
+                Issue.record("\(cc) built a library")
+            } catch {
+                #expect(error.description.hasPrefix(expected), "\(error)")
+            }
+        }
+    }
+
     @Test(arguments: Engine.allCases) func aFilterSignsTheRequestThatReachesTheUpstreamOverHTTP1AndH2c(_ engine: Engine) async throws {
         let upstream = RecordingUpstream()
         let port = try await upstream.start()

@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
+@testable import Gateway
 
 /// The built binary as systemd and operators drive it: notifications,
 /// reload under load, graceful drain, the admin endpoint, logs.
@@ -157,7 +158,7 @@ import Testing
         let gateway = try SpawnedGateway(config: config.path)
         defer { gateway.stop() }
         let call = try BackgroundPeer("/usr/bin/curl", ["-s", "-o", "/dev/null", "--max-time", "15", "http://127.0.0.1:\(gateway.port)/slow"])
-        defer { call.process.terminate() }
+        defer { call.process.signal(SIGTERM) }
         #expect(await eventually(timeout: 30) { !upstream.requests.isEmpty })
         gateway.signal(SIGTERM)
         // Draining: the slow call holds the process (up to drain_timeout).

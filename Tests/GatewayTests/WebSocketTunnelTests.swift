@@ -9,23 +9,15 @@ import Testing
 @Suite(.serialized, .ownThreads) struct WebSocketTunnelTests {
     static let peer = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers/ws_peer.py").path
 
-    /// Stops the echo server. SIGKILL: a child may inherit a signal mask
-    /// that blocks SIGTERM from the test process's threads.
-    static func stop(_ server: Process) { kill(server.processIdentifier, SIGKILL) }
+    static func stop(_ server: ChildProcess) { server.signal(SIGKILL) }
 
     /// The echo server, running until the test ends; its port.
-    static func echoServer() throws -> (Process, Int) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [peer, "server"]
-        let out = Pipe()
-        process.standardOutput = out
+    static func echoServer() throws -> (ChildProcess, Int) {
         // Not the test's own stderr: a peer still running must not hold that pipe open.
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess("/usr/bin/python3", [peer, "server"], output: .pipe, error: .null)
         var line = ""
         _ = eventuallyBlocking(timeout: 10) {
-            line += String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+            line += String(decoding: process.output!.availableData, as: UTF8.self)
             return line.contains("\n")
         }
         let port = try #require(Int(line.trimmingCharacters(in: .whitespacesAndNewlines)))

@@ -1,4 +1,5 @@
 import Foundation
+@testable import Gateway
 
 /// The OTLP trace receiver of `Peers/otlp_receiver.py` (opentelemetry-proto's
 /// own decoding, grpcio's server for gRPC), from the venv `scripts/python-peers`
@@ -16,7 +17,7 @@ final class OTLPReceiver: @unchecked Sendable {
     init(_ transport: String) throws {
         peer = try BackgroundPeer(Self.python, [Self.script, transport])
         guard peer.waitFor("\n", seconds: 20), let port = Int(peer.output.split(separator: "\n").first ?? "") else {
-            peer.process.terminate()
+            peer.process.signal(SIGKILL)
             throw CocoaError(.fileReadUnknown)
         }
         self.port = port
@@ -25,8 +26,7 @@ final class OTLPReceiver: @unchecked Sendable {
     deinit { stop() }
 
     func stop() {
-        // SIGKILL: a child may inherit a signal mask that blocks SIGTERM.
-        if peer.process.isRunning { kill(peer.process.processIdentifier, SIGKILL) }
+        peer.process.signal(SIGKILL)
     }
 
     /// The spans received so far (the port line aside).

@@ -1,4 +1,5 @@
 import Foundation
+@testable import Gateway
 
 /// Independent peers run as subprocesses: curl, nghttp, python3 raw sockets.
 struct PeerResult {
@@ -11,34 +12,27 @@ struct PeerResult {
 /// Runs `body` (which reads `process` to its end and waits for it) with a
 /// deadline: a peer still running after `seconds` is killed, so a hung peer
 /// fails its test instead of holding the run.
-func withDeadline<T>(_ process: Process, seconds: Double = 150, _ body: () throws -> T) rethrows -> T {
-    let pid = process.processIdentifier
-    let watchdog = DispatchWorkItem { if process.isRunning { kill(pid, SIGKILL) } }
+func withDeadline<T>(_ process: ChildProcess, seconds: Double = 150, _ body: () throws -> T) rethrows -> T {
+    let watchdog = DispatchWorkItem { process.signal(SIGKILL) }
     DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: watchdog)
     defer { watchdog.cancel() }
     return try body()
 }
 
-func runPeer(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil) throws -> PeerResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    let input = Pipe()
-    if stdin != nil { process.standardInput = input }
-    try process.run()
-    if let stdin {
-        input.fileHandleForWriting.write(Data(stdin))
-        try input.fileHandleForWriting.close()
+/// Peers are started with `ChildProcess`, never Foundation's `Process`,
+/// whose start crashes a process with many descriptors open (as the suite is).
+func runPeer(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil, directory: String? = nil) throws -> PeerResult {
+    let process = try ChildProcess(executable, arguments, directory: directory, input: stdin == nil ? .null : .pipe, output: .pipe, error: .pipe)
+    if let stdin, let input = process.input {
+        input.write(Data(stdin))
+        try input.close()
     }
     let (outData, errData) = withDeadline(process) {
-        let read = (out.fileHandleForReading.readDataToEndOfFile(), err.fileHandleForReading.readDataToEndOfFile())
-        process.waitUntilExit()
+        let read = (process.output!.readDataToEndOfFile(), process.error!.readDataToEndOfFile())
+        process.wait()
         return read
     }
-    return PeerResult(status: process.terminationStatus, out: Array(outData), err: String(decoding: errData, as: UTF8.self))
+    return PeerResult(status: process.exitCode ?? -1, out: Array(outData), err: String(decoding: errData, as: UTF8.self))
 }
 
 /// `runPeer` on a thread of its own: waiting for the peer does not hold one
@@ -57,18 +51,14 @@ func curlDetached(_ arguments: [String], maxTime: Int = 10) async throws -> Peer
 /// A peer left running while the test does other things; `finish()` waits
 /// for it and returns what it wrote to standard output.
 final class BackgroundPeer {
-    let process = Process()
-    private let out = Pipe()
+    let process: ChildProcess
     /// What `waitFor` read already.
     private var read = ""
     /// What the peer wrote so far, as far as `waitFor` read it.
     var output: String { read }
 
     init(_ executable: String, _ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = out
-        try process.run()
+        process = try ChildProcess(executable, arguments, output: .pipe)
     }
 
     /// Reads what the peer writes until it holds `marker` or `seconds` pass; whether it does.
@@ -86,7 +76,7 @@ final class BackgroundPeer {
     /// One poll of up to `milliseconds`, then one read: the bytes read (0
     /// when none came in time), nil once the peer closed its output.
     private func readOnce(waiting milliseconds: Int32) -> Int? {
-        var ready = pollfd(fd: out.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        var ready = pollfd(fd: process.output!.fileDescriptor, events: Int16(POLLIN), revents: 0)
         guard poll(&ready, 1, milliseconds) > 0 else { return 0 }
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = Glibc.read(ready.fd, &buffer, buffer.count)
@@ -97,8 +87,8 @@ final class BackgroundPeer {
 
     func finish() -> String {
         withDeadline(process) {
-            let text = read + String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let text = read + String(decoding: process.output!.readDataToEndOfFile(), as: UTF8.self)
+            process.wait()
             return text
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+@testable import Gateway
 
 /// A TCP socket bound to 127.0.0.1 on a free port, and that port; listening when asked.
 func loopbackSocket(listening: Bool = false) -> (fd: Int32, port: Int) {
@@ -28,7 +29,7 @@ final class RedisServer: @unchecked Sendable {
     let password: String?
     /// TLS only, with this certificate (its own CA) and key.
     let tls: (certificate: String, key: String)?
-    private var process: Process?
+    private var process: ChildProcess?
 
     init(password: String? = nil, tls: (certificate: String, key: String)? = nil) throws {
         self.password = password
@@ -43,9 +44,8 @@ final class RedisServer: @unchecked Sendable {
 
     func stop() {
         guard let process, process.isRunning else { return }
-        // SIGKILL: the test runner's threads block SIGTERM, and a child inherits the mask.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.wait()
         self.process = nil
     }
 
@@ -58,15 +58,11 @@ final class RedisServer: @unchecked Sendable {
     }
 
     private func launch() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
         let listen = tls.map { ["--port", "0", "--tls-port", String(port), "--tls-cert-file", $0.certificate, "--tls-key-file", $0.key,
                                 "--tls-auth-clients", "no"] } ?? ["--port", String(port)]
-        process.arguments = listen + ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
-                                      "--loglevel", "warning"] + (password.map { ["--requirepass", $0] } ?? [])
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess("/usr/bin/redis-server", listen + ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                       "--daemonize", "no", "--loglevel", "warning"] + (password.map { ["--requirepass", $0] } ?? []),
+                                       output: .null, error: .null)
         self.process = process
         var up = false
         _ = eventuallyBlocking(timeout: 10) {

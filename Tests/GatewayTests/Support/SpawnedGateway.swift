@@ -1,11 +1,12 @@
 import Foundation
+@testable import Gateway
 import NIOConcurrencyHelpers
 
 /// The gatewayd binary run as a subprocess on a config; the ports come from
 /// its "listening on" and "admin endpoint on" lines. Its standard error is
 /// collected all along (so it never blocks on a full pipe) for tests to read.
 final class SpawnedGateway: @unchecked Sendable {
-    let process = Process()
+    let process: ChildProcess
     let port: Int
     /// The admin listener's port, when the config has one (logged just
     /// after the listeners', so it is waited for).
@@ -23,18 +24,13 @@ final class SpawnedGateway: @unchecked Sendable {
     /// wrapper that execs the binary).
     init(config: String, environment: [String: String] = [:], command: [String]? = nil) throws {
         let command = command ?? [ExplainCommandTests.binary, "run", "-c", config]
-        process.executableURL = URL(fileURLWithPath: command[0])
-        process.arguments = Array(command.dropFirst())
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = FileHandle.nullDevice
+        process = try ChildProcess(command[0], Array(command.dropFirst()),
+                                   environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new }, output: .null, error: .pipe)
         let output = output
-        err.fileHandleForReading.readabilityHandler = { handle in
+        process.error!.readabilityHandler = { handle in
             let data = handle.availableData
             if data.isEmpty { handle.readabilityHandler = nil } else { output.withLockedValue { $0 += String(decoding: data, as: UTF8.self) } }
         }
-        try process.run()
         var found: Int?
         let process = process
         _ = eventuallyBlocking(timeout: 30) {
@@ -70,7 +66,7 @@ final class SpawnedGateway: @unchecked Sendable {
     }
 
     private func status(_ field: String) throws -> Int {
-        let text = try String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
+        let text = try String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8)
         let line = text.split(separator: "\n").first { $0.hasPrefix(field + ":") }!
         return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1])! * 1024
     }
@@ -78,20 +74,20 @@ final class SpawnedGateway: @unchecked Sendable {
     func residentBytes() throws -> Int { try status("VmRSS") }
     func peakResidentBytes() throws -> Int { try status("VmHWM") }
 
-    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    func signal(_ signal: Int32) { process.signal(signal) }
 
     /// The exit status, or nil if the process still runs after `timeout` seconds.
     func waitForExit(timeout: Double) -> Int32? {
         guard eventuallyBlocking(timeout: timeout, { !process.isRunning }) else { return nil }
-        return process.terminationStatus
+        return process.exitCode
     }
 
     func stop() {
         if process.isRunning {
-            process.terminate()
+            process.signal(SIGTERM)
             // One that does not drain in time is killed: the wait after SIGKILL is the kernel's.
-            if !eventuallyBlocking(timeout: 15, { !process.isRunning }) { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
+            if !eventuallyBlocking(timeout: 15, { !process.isRunning }) { process.signal(SIGKILL) }
+            process.wait()
         }
         if let ownedConfig { try? FileManager.default.removeItem(at: ownedConfig) }
     }

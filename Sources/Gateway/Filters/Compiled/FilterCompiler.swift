@@ -78,26 +78,17 @@ enum FilterCompiler {
 
     /// Runs `tool` (found on PATH) in `directory`; fails with the first lines it printed.
     private static func run(_ tool: String, _ arguments: [String], in directory: String) throws(Failure) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [tool] + arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
+        let (code, printed): (Int32, Data)
         do {
-            try process.run()
-        } catch {
-            throw Failure(description: "cannot run \(tool): \(error.localizedDescription)")
-        }
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus != 0 else { return }
-        if process.terminationStatus == 127 {
+            (code, printed) = try ChildProcess.run(tool, arguments, directory: directory)
+        } catch where error.code == ENOENT {
             throw Failure(description: "\(tool) is not installed (engine: compiled needs wasm2c from Debian's wabt package and a C compiler)")
+        } catch {
+            throw Failure(description: error.description)
         }
-        let lines = printed.split(separator: "\n").prefix(3).joined(separator: "; ")
-        throw Failure(description: "\(tool) failed (status \(process.terminationStatus)): \(lines)")
+        guard code != 0 else { return }
+        let lines = String(decoding: printed, as: UTF8.self).split(separator: "\n").prefix(3).joined(separator: "; ")
+        throw Failure(description: "\(tool) failed (status \(code)): \(lines)")
     }
 
     /// FNV-1a, 64 bits: two of them with different seeds name a module in
