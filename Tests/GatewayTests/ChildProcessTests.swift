@@ -29,6 +29,17 @@ import Testing
         #expect(throws: ChildProcess.Failure.self) { try ChildProcess("gatewayd-no-such-program", []) }
     }
 
+    /// A peer's deadline does not keep it, nor its pipes, once it is done.
+    @Test func aFinishedPeerIsNotHeldByItsDeadline() throws {
+        weak var held: ChildProcess?
+        do {
+            let child = try ChildProcess("/bin/true", [], output: .pipe, error: .pipe)
+            held = child
+            #expect(withDeadline(child) { child.wait() } == 0)
+        }
+        #expect(held == nil)
+    }
+
     /// The parent's blocked signals are not the child's: a SIGTERM ends it.
     @Test func theChildStartsWithNoSignalBlocked() throws {
         var blocked = sigset_t(), previous = sigset_t()

@@ -13,7 +13,8 @@ struct PeerResult {
 /// deadline: a peer still running after `seconds` is killed, so a hung peer
 /// fails its test instead of holding the run.
 func withDeadline<T>(_ process: ChildProcess, seconds: Double = 150, _ body: () throws -> T) rethrows -> T {
-    let watchdog = DispatchWorkItem { process.signal(SIGKILL) }
+    // Weak: a cancelled item keeps its block until its time comes, and with it the process's pipes.
+    let watchdog = DispatchWorkItem { [weak process] in process?.signal(SIGKILL) }
     DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: watchdog)
     defer { watchdog.cancel() }
     return try body()
