@@ -9,7 +9,10 @@ import Testing
 @Suite(.serialized, .ownThreads) struct WebSocketTunnelTests {
     static let peer = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers/ws_peer.py").path
 
-    static func stop(_ server: ChildProcess) { server.signal(SIGKILL) }
+    static func stop(_ server: ChildProcess) {
+        server.signal(SIGKILL)
+        server.wait()
+    }
 
     /// The echo server, running until the test ends; its port.
     static func echoServer() throws -> (ChildProcess, Int) {

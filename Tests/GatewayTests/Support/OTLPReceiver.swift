@@ -27,6 +27,7 @@ final class OTLPReceiver: @unchecked Sendable {
 
     func stop() {
         peer.process.signal(SIGKILL)
+        peer.process.wait()
     }
 
     /// The spans received so far (the port line aside).
