@@ -7,13 +7,7 @@ import Testing
 /// reads past its listing of /proc/self/fd once ~1,360 descriptors are open.
 @Suite struct ChildProcessTests {
     @Test func startsWithThousandsOfDescriptorsOpenAndTheChildGetsOnlyItsStandardThree() throws {
-        // Room for them where the soft limit is the usual 1,024.
-        var limit = rlimit()
-        getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
-        if limit.rlim_cur < 4096, limit.rlim_max >= 4096 {
-            limit.rlim_cur = 4096
-            setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
-        }
+        raiseDescriptorLimit(to: 4096)
         // Opened without O_CLOEXEC: a child would inherit every one but for the close in the spawn.
         let extra = (0..<2000).map { _ in open("/dev/null", O_RDONLY) }
         defer { for fd in extra where fd >= 0 { close(fd) } }

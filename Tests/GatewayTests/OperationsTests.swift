@@ -93,6 +93,66 @@ import Testing
         #expect(gateway.process.isRunning)
     }
 
+    /// A reload that builds a compiled filter while the daemon holds 1,500
+    /// client connections (Foundation's Process, which started the compiler
+    /// before, read past its listing of that many descriptors): the new
+    /// filter runs, and the connections held through it still answer.
+    @Test func aReloadCompilesAFilterWhileThousandsOfConnectionsAreOpen() async throws {
+        raiseDescriptorLimit(to: 8192)
+        let upstream = RecordingUpstream()
+        let port = try await upstream.start()
+        let config = Self.tempFile("compile.yaml")
+        // A cache of its own: the reload builds the module rather than finding it built.
+        let cache = Self.tempFile("cache-\(UUID())")
+        defer { for file in [config, cache] { try? FileManager.default.removeItem(at: file) } }
+        let base = """
+            listeners: [{address: 127.0.0.1:0}]
+            limits: {header_timeout: 60s}
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            """
+        try Self.writeConfig(base + "\nroutes: [{name: app, upstream: app}]", to: config)
+        let gateway = try SpawnedGateway(config: config.path, environment: ["XDG_CACHE_HOME": cache.path])
+        defer { gateway.stop() }
+
+        let held = (0..<1500).map { _ in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(gateway.port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            return connected == 0 ? fd : -1
+        }
+        defer { for fd in held where fd >= 0 { close(fd) } }
+        #expect(held.allSatisfy { $0 >= 0 })
+        let descriptors = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(gateway.process.pid)/fd").count) ?? 0 }
+        #expect(await eventually(timeout: 30) { descriptors() > 1500 }, "\(descriptors()) descriptors")
+
+        try Self.writeConfig(base + """
+
+            filters:
+              sign: {wasm: \(try WasmFilter.file(WasmFilter.sign)), engine: compiled}
+            routes: [{name: app, upstream: app, filters: [sign]}]
+            """, to: config)
+        gateway.signal(SIGHUP)
+        #expect(await eventually(timeout: 60) { gateway.log.contains("config reloaded") }, "\(gateway.log)")
+        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(gateway.port)/new"]).text == "200")
+        #expect(upstream.requests.first { $0.uri == "/new" }?.header("x-signed") == ["yes"])
+        // Every hundredth held connection is asked a call: answered, by the config it was accepted under.
+        for fd in stride(from: 0, to: held.count, by: 100).map({ held[$0] }) {
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let request = Array("GET /held HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            #expect(send(fd, request, request.count, 0) == request.count)
+            var buffer = [UInt8](repeating: 0, count: 12)
+            #expect(recv(fd, &buffer, buffer.count, Int32(MSG_WAITALL)) == 12 && String(decoding: buffer, as: UTF8.self) == "HTTP/1.1 200")
+        }
+        #expect(upstream.requests.filter { $0.uri == "/held" }.count == 15)
+        #expect(gateway.process.isRunning)
+    }
+
     @Test func sigtermLetsCallsInFlightFinishThenExitsZero() async throws {
         let upstream = RecordingUpstream { _ in .respond(status: 200, headers: [], body: Array("slow answer".utf8), delay: .milliseconds(1500)) }
         let upstreamPort = try await upstream.start()

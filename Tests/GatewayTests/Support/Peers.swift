@@ -117,6 +117,17 @@ func eventuallyBlocking(timeout seconds: Double, _ condition: () throws -> Bool)
     return try condition()
 }
 
+/// Raises this process's soft limit on open descriptors to `count` when it
+/// is lower (Debian's is 1,024) and the hard limit allows; children inherit it.
+func raiseDescriptorLimit(to count: rlim_t) {
+    var limit = rlimit()
+    getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+    if limit.rlim_cur < count, limit.rlim_max >= count {
+        limit.rlim_cur = count
+        setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}
+
 func curl(_ arguments: [String]) throws -> PeerResult {
     try runPeer("/usr/bin/curl", ["-s", "--max-time", "10", "-A", "test-agent"] + arguments)
 }
