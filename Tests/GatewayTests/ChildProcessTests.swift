@@ -48,10 +48,11 @@ import Testing
         sigaddset(&blocked, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &blocked, &previous)
         defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        let child = try ChildProcess("/bin/sleep", ["30"])
+        // cat reads its open pipe until a signal ends it; the deadline kills one that SIGTERM did not.
+        let child = try ChildProcess("/bin/cat", [], input: .pipe)
         #expect(child.isRunning)
         child.signal(SIGTERM)
-        #expect(child.wait() == 128 + SIGTERM)
+        #expect(withDeadline(child, seconds: 10) { child.wait() } == 128 + SIGTERM)
         #expect(!child.isRunning && child.exitCode == 128 + SIGTERM)
     }
 }

@@ -114,19 +114,9 @@ import Testing
         let gateway = try SpawnedGateway(config: config.path, environment: ["XDG_CACHE_HOME": cache.path])
         defer { gateway.stop() }
 
-        let held = (0..<1500).map { _ in
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(gateway.port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            return connected == 0 ? fd : -1
-        }
-        defer { for fd in held where fd >= 0 { close(fd) } }
-        #expect(held.allSatisfy { $0 >= 0 })
+        let held = (0..<1500).compactMap { _ in loopbackConnection(port: gateway.port) }
+        defer { for fd in held { close(fd) } }
+        #expect(held.count == 1500)
         let descriptors = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(gateway.process.pid)/fd").count) ?? 0 }
         #expect(await eventually(timeout: 30) { descriptors() > 1500 }, "\(descriptors()) descriptors")
 

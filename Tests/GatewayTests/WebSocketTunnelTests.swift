@@ -9,10 +9,6 @@ import Testing
 @Suite(.serialized, .ownThreads) struct WebSocketTunnelTests {
     static let peer = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers/ws_peer.py").path
 
-    static func stop(_ server: ChildProcess) {
-        server.signal(SIGKILL)
-        server.wait()
-    }
 
     /// The echo server, running until the test ends; its port.
     static func echoServer() throws -> (ChildProcess, Int) {
@@ -40,7 +36,7 @@ import Testing
 
     @Test func echoesTenMiBEachWayAndClosesCleanly() async throws {
         let (server, port) = try Self.echoServer()
-        defer { Self.stop(server) }
+        defer { server.kill() }
         let gateway = try Self.gateway(port)
         defer { gateway.stop() }
         let result = try runPeer("/usr/bin/python3", [Self.peer, "client", "ws://127.0.0.1:\(gateway.port)/chat", "10"])
@@ -58,7 +54,7 @@ import Testing
 
     @Test func anUpgradeOnARouteThatDoesNotAllowItIsRefused() throws {
         let (server, port) = try Self.echoServer()
-        defer { Self.stop(server) }
+        defer { server.kill() }
         let gateway = try Self.gateway(port)
         defer { gateway.stop() }
         let answer = try curl(["-s", "-i", "-H", "Connection: Upgrade", "-H", "Upgrade: websocket", "-H", "Sec-WebSocket-Version: 13",
@@ -73,7 +69,7 @@ import Testing
     /// then the drain's deadline closes it and the daemon exits.
     @Test func drainWaitsForAnOpenTunnelUpToItsDeadline() throws {
         let (server, port) = try Self.echoServer()
-        defer { Self.stop(server) }
+        defer { server.kill() }
         let gateway = try Self.gateway(port, drain: "2s")
         defer { gateway.stop() }
         let holder = try BackgroundPeer("/usr/bin/python3", [Self.peer, "hold", "ws://127.0.0.1:\(gateway.port)/chat", "10"])
@@ -96,7 +92,7 @@ import Testing
     /// carry the WebSocket frames both ways.
     @Test func anExtendedConnectOverH2cBecomesAnUpgrade() throws {
         let (server, port) = try Self.echoServer()
-        defer { Self.stop(server) }
+        defer { server.kill() }
         let gateway = try Self.gateway(port)
         defer { gateway.stop() }
         let client = try NGHTTP2Client(port: gateway.port)

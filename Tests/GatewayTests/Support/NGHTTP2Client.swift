@@ -33,15 +33,8 @@ final class NGHTTP2Client {
     /// `initialWindowSize`: SETTINGS_INITIAL_WINDOW_SIZE to announce (how much
     /// of each answer the gateway may send before this client opens the window).
     init(port: Int, initialWindowSize: UInt32? = nil) throws {
-        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        guard let socket = loopbackConnection(port: port) else { throw POSIXError(.ECONNREFUSED) }
+        self.socket = socket
         var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
         setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
 

@@ -17,7 +17,7 @@ final class OTLPReceiver: @unchecked Sendable {
     init(_ transport: String) throws {
         peer = try BackgroundPeer(Self.python, [Self.script, transport])
         guard peer.waitFor("\n", seconds: 20), let port = Int(peer.output.split(separator: "\n").first ?? "") else {
-            peer.process.signal(SIGKILL)
+            peer.process.kill()
             throw CocoaError(.fileReadUnknown)
         }
         self.port = port
@@ -26,8 +26,7 @@ final class OTLPReceiver: @unchecked Sendable {
     deinit { stop() }
 
     func stop() {
-        peer.process.signal(SIGKILL)
-        peer.process.wait()
+        peer.process.kill()
     }
 
     /// The spans received so far (the port line aside).

@@ -28,12 +28,18 @@ func runPeer(_ executable: String, _ arguments: [String], stdin: [UInt8]? = nil,
         input.write(Data(stdin))
         try input.close()
     }
-    let (outData, errData) = withDeadline(process) {
-        let read = (process.output!.readDataToEndOfFile(), process.error!.readDataToEndOfFile())
-        process.wait()
-        return read
+    let (outData, errData, status) = withDeadline(process) {
+        (process.output!.readDataToEndOfFile(), process.error!.readDataToEndOfFile(), process.wait())
     }
-    return PeerResult(status: process.exitCode ?? -1, out: Array(outData), err: String(decoding: errData, as: UTF8.self))
+    return PeerResult(status: status, out: Array(outData), err: String(decoding: errData, as: UTF8.self))
+}
+
+extension ChildProcess {
+    /// A server the test is done with: killed and reaped.
+    func kill() {
+        signal(SIGKILL)
+        wait()
+    }
 }
 
 /// `runPeer` on a thread of its own: waiting for the peer does not hold one

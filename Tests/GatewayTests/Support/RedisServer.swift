@@ -14,6 +14,23 @@ func loopbackSocket(listening: Bool = false) -> (fd: Int32, port: Int) {
     return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
+/// A TCP connection to 127.0.0.1:`port`, or nil if refused.
+func loopbackConnection(port: Int) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        close(fd)
+        return nil
+    }
+    return fd
+}
+
 /// A port free a moment ago (bound to 0, read back, released).
 func freeLoopbackPort() -> Int {
     let (fd, port) = loopbackSocket()
@@ -44,8 +61,7 @@ final class RedisServer: @unchecked Sendable {
 
     func stop() {
         guard let process, process.isRunning else { return }
-        process.signal(SIGKILL)
-        process.wait()
+        process.kill()
         self.process = nil
     }
 

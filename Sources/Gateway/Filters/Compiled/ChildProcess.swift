@@ -104,13 +104,16 @@ final class ChildProcess: Sendable {
         _ = isRunning
     }
 
-    var isRunning: Bool {
+    var isRunning: Bool { status() == nil }
+
+    /// The wait status, reaped now if the process has ended; nil while it runs.
+    private func status() -> Int32? {
         reaped.withLock { reaped in
             if reaped == nil {
                 var status: Int32 = 0
                 if waitpid(pid, &status, WNOHANG) == pid { reaped = status }
             }
-            return reaped == nil
+            return reaped
         }
     }
 
@@ -131,8 +134,7 @@ final class ChildProcess: Sendable {
 
     /// The exit code (128 plus the signal for one ended by a signal), or nil while it runs.
     var exitCode: Int32? {
-        guard !isRunning, let status = reaped.withLock({ $0 }) else { return nil }
-        return status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + status & 0x7F
+        status().map { $0 & 0x7F == 0 ? ($0 >> 8) & 0xFF : 128 + $0 & 0x7F }
     }
 
     /// Runs to the end with standard error into standard output: its exit code and what it printed.
