@@ -299,4 +299,32 @@ extension AdversarialWireTests {
         let dated = try await curlDetached(peer + ["-i", "\(gateway.base)/dated"]).text.lowercased()
         #expect(dated.components(separatedBy: "\r\ndate: ").count == 2 && dated.contains("\r\ndate: sun, 06 nov 1994 08:49:37 gmt\r\n"), "\(dated)")
     }
+    /// A fragment in the target is a 400 on both protocols (RFC 9112 §3.2),
+    /// and a percent-encoded unreserved character is decoded before routing
+    /// (RFC 3986 §6.2.2.2): neither `/login#x` nor `/%6cogin` passes the
+    /// `/login` route's limit, and the upstream reads `/login`.
+    @Test func fragmentsAreRefusedAndEncodedUnreservedCharactersRouteAsTheirLetters() async throws {
+        let upstream = RecordingUpstream()
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - {name: login, match: {path: /login}, upstream: app, rate_limit: {requests: 1, per: 60s, burst: 0}}
+              - {name: rest, upstream: app}
+            """)
+        let fragment = try rawExchange(port: gateway.port, Array("GET /login#x HTTP/1.1\r\nHost: a\r\n\r\n".utf8), timeout: 5)
+        #expect(fragment.hasPrefix("HTTP/1.1 400 ") && fragment.contains("bad-target"), "\(fragment)")
+        let client = try NGHTTP2Client(port: gateway.port)
+        let stream = client.submit(method: "GET", path: "/login#x")
+        client.run { $0.responses[stream]?.closed == true }
+        #expect(client.responses[stream]?.status == "400")
+        #expect(upstream.requests.isEmpty)
+
+        let codes = try ["/login", "/%6cogin", "/%6C%6F%67%69%6E"].map {
+            try curl(["-o", "/dev/null", "-w", "%{http_code}", "--path-as-is", gateway.base + $0]).text
+        }
+        #expect(codes == ["200", "429", "429"])
+        #expect(upstream.requests.map(\.uri) == ["/login"])
+    }
 }

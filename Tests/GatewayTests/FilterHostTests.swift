@@ -30,13 +30,15 @@ import WasmKit
     /// `engine`: the suite's tests run on both, but for the memory cap, which each engine meets its own way.
     func vm(_ wat: String = WasmFilter.wat(""), configuration: String = "cfg", maxMemory: Int = 1 << 20,
             environment: [(name: String, value: String)] = [], ticks: NIOLockedValueBox<[Duration]>? = nil,
-            engine: FilterTests.Engine = .interpreter) throws -> FilterVM {
+            engine: FilterTests.Engine = .interpreter,
+            httpCall: ((FilterHTTPCall, @escaping (Result<BufferedResponse.Contents, any Error>) -> Void) -> Bool)? = nil) throws -> FilterVM {
         let bytes = try wat2wasm(wat)
         var filter = FilterConfig(name: "t", wasm: "t.wasm", configuration: Array(configuration.utf8), rootID: "root-1", failOpen: false,
                                   fuel: 1_000_000, maxMemory: maxMemory, environment: environment, module: try FilterModule(bytes: bytes))
         if engine == .compiled { filter.engine = .compiled(library: try FilterCompiler.library(for: bytes)) }
         let lines = lines
         var services = FilterServices(logger: Logger(label: "filters") { _ in lines }, shared: shared)
+        services.httpCall = httpCall
         if let ticks { services.scheduleTick = { _, period in ticks.withLockedValue { $0.append(period) } } }
         return try FilterVM.start(filter, services: services)
     }

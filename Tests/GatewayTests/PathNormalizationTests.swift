@@ -9,7 +9,9 @@ import Testing
         ("/", "/"), ("/a/b", "/a/b"), ("/api/../search", "/search"), ("/a/./b", "/a/b"), ("/a/b/..", "/a/"),
         ("/a/b/.", "/a/b/"), ("/../../etc", "/etc"), ("/a//b///c", "/a/b/c"), ("//", "/"), ("/a/", "/a/"),
         ("/api/%2e%2E/admin", "/admin"), ("/a/%2E/b", "/a/b"), ("/a/.../b", "/a/.../b"), ("/a/.b/c", "/a/.b/c"),
-        ("/a/%41", "/a/%41"), ("/a/b%2e", "/a/b%2e"),
+        // Percent-encoded unreserved characters are decoded (RFC 3986 §6.2.2.2); other triplets are kept.
+        ("/a/%41", "/a/A"), ("/a/b%2e", "/a/b."), ("/%6cogin", "/login"), ("/%6C%6F%67%69%6E", "/login"), ("/%7euser/%2d_", "/~user/-_"),
+        ("/a%20b", "/a%20b"), ("/a%3Bb", "/a%3Bb"), ("/a%", "/a%"), ("/a%6", "/a%6"), ("/a%zz", "/a%zz"), ("/%C3%A9", "/%C3%A9"),
         // Escaped slashes stay inside their segment, unchanged.
         ("/a%2Fb", "/a%2Fb"), ("/a/%2f/../b", "/a/b"), ("/x/%5c", "/x/%5c"), ("/p%2F..%2Fadmin", "/p%2F..%2Fadmin"),
     ])

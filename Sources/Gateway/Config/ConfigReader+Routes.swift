@@ -76,15 +76,18 @@ extension ConfigReader {
         return name == nil || upstream == nil ? nil : route
     }
 
-    /// Every variable of a template's path is supplied by a capture of
-    /// `match.path` or a declared parameter: anything else would expand to
-    /// nothing unless a client happened to send it.
+    /// A template variable is filled from the convenience parameters (the
+    /// client's query, JSON or form body), from a capture of `match.path`, or
+    /// from a declared parameter's default or value. On a `match.prefix`
+    /// route a variable that is neither a capture nor declared usually means
+    /// the operator hoped to keep the rest of the path, which a template
+    /// drops: a warning pointing at `rewrite.prefix`, since a client may
+    /// still send it as a parameter.
     private func checkSupplied(_ template: URITemplate, route: RouteConfig, _ node: Node, _ path: String) {
-        let captures: [String] = if case .pattern(let pattern) = route.match.path { pattern.captureNames } else { [] }
+        guard case .prefix = route.match.path else { return }
         let declared = route.rewrite?.params.map(\.name) ?? []
-        for name in template.pathVariableNames where !captures.contains(name) && !declared.contains(name) {
-            let hint = if case .prefix = route.match.path { "; to keep the rest of a prefix, use rewrite.prefix" } else { "" }
-            report(node, path, "{\(name)} is supplied by nothing: not a capture of match.path, not in rewrite.params\(hint)")
+        for name in template.pathVariableNames where !declared.contains(name) {
+            warn(node, path, "{\(name)} is not a capture of match.path nor in rewrite.params, so only a client's parameter fills it: the rest of the prefix is dropped; to keep it, use rewrite.prefix")
         }
     }
 

@@ -44,6 +44,7 @@ extension FilterExchange {
             return true
         case .remove(let name):
             guard name.utf8.first != UInt8(ascii: ":") else { return false }
+            // SDK body examples remove content-length before changing the body: the host frames it.
             request.headers.remove(name)
             return true
         case .replaceAll(let pairs):
@@ -77,13 +78,20 @@ extension FilterExchange {
             }
         }
         if !headers.contains("Host"), let host = request.headers["Host"] { headers.add("Host", host) }
+        request.headers.withFields { fields in
+            for field in fields where Self.isFraming(field.name) { headers.add(field.name, field.value) }
+        }
         request.headers = headers
         for (name, value) in pseudo { _ = setPseudoField(name, value) }
         return true
     }
 
-    private static func isFraming(_ name: String) -> Bool {
+    /// The fields that frame a message on its connection: the host's, true
+    /// to the bytes it sends, whatever a filter writes (Envoy's codec
+    /// recomputes them the same way).
+    static func isFraming(_ name: String) -> Bool {
         HeaderList.equalNames(name, "Content-Length") || HeaderList.equalNames(name, "Transfer-Encoding")
+            || HeaderList.equalNames(name, "Connection")
     }
 }
 

@@ -41,7 +41,9 @@ final class LoopFilters: FilterVMSource {
                 guard let upstream = config.upstreams.first(where: { $0.name == call.upstream }) else { return false }
                 let pseudo = Dictionary(call.headers.filter { $0.name.hasPrefix(":") }.map { ($0.name, $0.value) }, uniquingKeysWith: { a, _ in a })
                 var headers = HeaderList()
-                for field in call.headers where !field.name.hasPrefix(":") { headers.add(field.name, field.value) }
+                for field in call.headers where !field.name.hasPrefix(":") && !FilterExchange.isFraming(field.name) {
+                    headers.add(field.name, field.value)
+                }
                 if let authority = pseudo[":authority"], !headers.contains("Host") { headers.set("Host", authority) }
                 let request = UpstreamRequest(method: pseudo[":method"] ?? "GET", target: pseudo[":path"] ?? "/", headers: headers,
                                               body: call.body.isEmpty ? nil : call.body)
@@ -50,15 +52,17 @@ final class LoopFilters: FilterVMSource {
                 }
                 return true
             },
-            scheduleTick: { vm, period in
-                let loop = loop.assumeIsolated()
-                func next() {
-                    loop.scheduleTask(in: period.timeAmount) { [weak vm] in
-                        if vm?.tick() == true { next() }
-                    }
-                }
-                next()
-            })
+            scheduleTick: { vm, period in Self.tick(vm, every: period, on: loop) })
+    }
+
+    /// The VM's next tick. Each timer holds the VM weakly and nothing else
+    /// of it (a nested function calling itself would hold it strongly), so a
+    /// VM a reload retired is released and its ticks stop.
+    static func tick(_ vm: FilterVM, every period: Duration, on loop: any EventLoop) {
+        loop.assumeIsolated().scheduleTask(in: period.timeAmount) { [weak vm] in
+            guard let vm, vm.tick() else { return }
+            tick(vm, every: period, on: loop)
+        }
     }
 
     /// The filter's VM on this loop, built anew after a failure broke the last one.

@@ -12,8 +12,12 @@ extension FilterRun {
         let original = body
         switch response(status: Int(head.status.code), headers: &fields, body: &body) {
         case .proceed:
+            // The framing fields stay the host's: a filter's edits to them are dropped.
             var headers = HeaderList()
-            for field in fields { headers.add(field.name, field.value) }
+            for field in fields where !FilterExchange.isFraming(field.name) { headers.add(field.name, field.value) }
+            head.headers.withFields { original in
+                for field in original where FilterExchange.isFraming(field.name) { headers.add(field.name, field.value) }
+            }
             if let body, body != original!, headers.contains("Content-Length") { headers.set("Content-Length", String(body.count)) }
             head.headers = headers
             return nil
@@ -33,7 +37,8 @@ extension OwnAnswer {
     /// A filter's answer (`proxy_send_local_response`), with the request id every answer carries.
     init(_ local: FilterExchange.LocalResponse, requestID: String, to request: RequestHead, close: Bool) {
         var headers = HeaderList()
-        for field in local.headers where !field.name.hasPrefix(":") { headers.add(field.name, field.value) }
+        // Framed by the host (its Content-Length set below), whatever the filter wrote.
+        for field in local.headers where !field.name.hasPrefix(":") && !FilterExchange.isFraming(field.name) { headers.add(field.name, field.value) }
         headers.set("X-Request-Id", requestID)
         self.init(status: local.status, headers: headers, body: local.body, to: request, close: close)
     }

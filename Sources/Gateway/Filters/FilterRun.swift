@@ -72,9 +72,12 @@ final class FilterRun: FilterExchange {
                 vm.act(for: context, self)
                 if !headersDone {
                     headersDone = true
+                    let bodyFollows = !requestBody.isEmpty && vm.exports(.requestBody)
                     let endOfStream: UInt32 = requestBody.isEmpty ? 1 : 0
                     let action = try vm.call(.requestHeaders, [context, UInt32(FilterExchange.pseudoFieldCount + request.headers.count), endOfStream])
-                    if stop(after: action) { return }
+                    // The SDKs' "wait for the body": a pause on headers with a body to come still gets the
+                    // body callback, whose Continue resumes the chain (Envoy's StopIteration on headers).
+                    if stop(after: bodyFollows ? nil : action) { return }
                 }
                 if !bodyDone, !requestBody.isEmpty, vm.exports(.requestBody) {
                     bodyDone = true

@@ -5,15 +5,23 @@ extension FilterVM {
     /// to the root context, with the call's id (the SDKs route it on).
     func httpCall(_ call: FilterHTTPCall, idAt: UInt32) -> ProxyWasm.Status {
         guard let send = services.httpCall else { return .unimplemented }
+        let context = effectiveContext
+        // Bounded per VM and per call: a filter cannot queue its side calls ahead of everyone's traffic.
+        guard httpCalls.count < Self.maxHTTPCalls,
+              httpCalls.values.lazy.filter({ $0 == context }).count < Self.maxHTTPCallsPerContext
+        else { return .internalFailure }
         lastHTTPCall &+= 1
         let id = lastHTTPCall
         guard memory?.write(id, at: idAt) == true else { return .invalidMemoryAccess }
-        let context = effectiveContext
         let started = send(call) { [weak self] result in self?.httpCallAnswered(id, context: context, result) }
         guard started else { return .badArgument }
         httpCalls[id] = context
         return .ok
     }
+
+    /// Side calls in flight at once: per VM (all its calls and its root), and per context.
+    static let maxHTTPCalls = 64
+    static let maxHTTPCallsPerContext = 8
 
     private func httpCallAnswered(_ id: UInt32, context: UInt32, _ result: Result<BufferedResponse.Contents, any Error>) {
         guard httpCalls.removeValue(forKey: id) != nil, broken == nil else { return }

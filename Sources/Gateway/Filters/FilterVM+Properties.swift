@@ -16,7 +16,8 @@ extension FilterVM {
         case "plugin_root_id": return Array(filter.rootID.utf8)
         default: break
         }
-        guard let exchange = exchange ?? exchanges.values.first else { return nil }
+        // A root context's callback (a tick, configure) reads no call's properties, as in Envoy: NotFound.
+        guard let exchange else { return nil }
         if let set = exchange.setProperties[key] { return set }
         let info = exchange.info
         func text(_ value: String?) -> [UInt8]? { value.map { Array($0.utf8) } }

@@ -116,9 +116,22 @@ final class FilterVM {
     }
 
     /// `size` bytes of the guest's memory from its allocator (0 when it failed).
+    /// The allocator is the one way a host call re-enters the guest; an
+    /// allocator that asks the host for bytes in turn would recurse on the
+    /// native stack without bound, so that nesting is a trap: host→guest
+    /// nesting is at most one level deep by construction.
     func allocate(_ size: Int) throws -> UInt32 {
         guard let engine, let size = UInt32(exactly: size) else { return 0 }
+        guard !allocating else { throw ReentrantAllocator() }
+        allocating = true
+        defer { allocating = false }
         return try engine.allocate(size)
+    }
+
+    private var allocating = false
+
+    struct ReentrantAllocator: Error, CustomStringConvertible {
+        var description: String { "the allocator asked the host for bytes (re-entrant allocation)" }
     }
 
     /// Hands `bytes` to the guest: copied into memory from its allocator, the
@@ -191,6 +204,7 @@ struct FilterFailure: Error, CustomStringConvertible {
         switch error {
         case let cap as MemoryCap.Reached: return "max_memory reached (\(cap.bytes) bytes asked)"
         case let exit as FilterExit: return "proc_exit(\(exit.code))"
+        case let reentry as FilterVM.ReentrantAllocator: return reentry.description
         default:
             let text = "\(error)".split(separator: "\n").first.map(String.init) ?? "\(error)"
             return text.contains("out of fuel") || text.contains("fuel") ? "fuel exhausted" : text

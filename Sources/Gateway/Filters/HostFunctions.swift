@@ -162,6 +162,8 @@ extension FilterVM {
                 let body = memory.read(a[4], count: a[5])
             else { return status(.invalidMemoryAccess) }
             guard let headers = ProxyWasm.deserialize(headerBytes) else { return status(.parseFailure) }
+            // Checked as edits to the request map are: nothing a filter wrote reaches a wire unvalidated.
+            guard headers.allSatisfy(FilterVM.isWritable) else { return status(.badArgument) }
             return vm.httpCall(FilterHTTPCall(upstream: upstream, headers: headers, body: body, timeout: .milliseconds(Int64(a[8]))),
                                idAt: a[9]).rawValue
         },

@@ -93,8 +93,8 @@ final class FleetBudget: Sendable {
                     counts.sending = false
                     (counts.sentCalls, counts.sentRetries) = (0, 0)
                     if case .success(.array(let totals)) = result, totals.count == 2,
-                       let calls = totals[0].integer, let retries = totals[1].integer {
-                        (counts.fleetCalls, counts.fleetRetries) = (Int(calls), Int(retries))
+                       let calls = totals[0].count, let retries = totals[1].count {
+                        (counts.fleetCalls, counts.fleetRetries) = (calls, retries)
                     } else {
                         // Not counted by the store, as far as this process knows: sent again with the next.
                         counts.calls += sent.calls

@@ -1,4 +1,5 @@
 import NIOCore
+import Rewriter
 
 /// `refresh: {share: fleet}`: one credential for every gatewayd on the
 /// store. A process that needs a newer credential than the one it used
@@ -13,6 +14,8 @@ struct FleetCredential: Sendable {
 
     static let lockTime = Duration.seconds(10)
     static let kept = Duration.seconds(86_400)
+    /// The longest credential taken from the store (a header value past it is no credential).
+    static let maxValueBytes = 8192
 
     /// {'have', credential} | {'refresh'} (the lock is this caller's) | {'wait'}.
     private static let claim = RedisScript("""
@@ -51,8 +54,15 @@ struct FleetCredential: Sendable {
                     guard case .array(let parts) = reply, case .string(let word)? = parts.first else { return .alone }
                     switch (String(decoding: word, as: UTF8.self), parts.count) {
                     case ("have", 2):
-                        guard case .string(let value) = parts[1] else { return .alone }
-                        return .have(String(decoding: value, as: UTF8.self))
+                        guard case .string(let bytes) = parts[1] else { return .alone }
+                        // Whoever can write the key wrote this: checked as a captured value is, else refreshed here.
+                        let value = String(decoding: bytes, as: UTF8.self)
+                        guard bytes.count <= Self.maxValueBytes, HeaderList.isValidValue(value) else {
+                            store.logger.error("store: the fleet's credential under \(keys[0]) is not a valid header value; refreshing here instead",
+                                               metadata: ["bytes": .stringConvertible(bytes.count)])
+                            return .alone
+                        }
+                        return .have(value)
                     case ("refresh", 1): return .refresh
                     case ("wait", 1): return .wait
                     default: return .alone

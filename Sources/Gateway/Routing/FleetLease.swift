@@ -40,6 +40,9 @@ struct FleetLease: Sendable {
         }
     }
 
+    /// The longest a store's answer may make a key wait (an hour): past it, a hostile or broken reply.
+    static let longestWait = 3600.0
+
     private(set) var tokens = 0
     private(set) var credit = 0
     private(set) var inFlight: Refill?
@@ -78,8 +81,10 @@ struct FleetLease: Sendable {
         inFlight = nil
         unanswered = false
         credit -= refill.charged
+        // The store's word is bounded by what was asked: a hostile reply cannot lease more, or trap the sum.
+        let got = min(max(got, 0), refill.wanted)
         tokens += got
-        if got < refill.wanted { emptyUntil = now + wait }
+        if got < refill.wanted { emptyUntil = now + min(max(wait, 0), Self.longestWait) }
     }
 
     /// The refill got no answer: its credit stays, to be charged by the next one.

@@ -91,8 +91,8 @@ final class FleetRateLimit: Sendable {
         Self.script.run(on: store, keys: [prefix + key], arguments: arguments).whenComplete { result in
             let now = Double(NIODeadline.now().uptimeNanoseconds) / 1e9
             let waiting = self.state.withLock { state in
-                if case .success(.array(let values)) = result, values.count == 2, let got = values[0].integer, let waitMs = values[1].integer {
-                    state.byKey[hash]?.granted(refill, got: Int(got), wait: Double(waitMs) / 1000, now: now)
+                if case .success(.array(let values)) = result, values.count == 2, let got = values[0].count, let waitMs = values[1].count {
+                    state.byKey[hash]?.granted(refill, got: got, wait: Double(waitMs) / 1000, now: now)
                 } else {
                     state.byKey[hash]?.failed(refill)
                 }

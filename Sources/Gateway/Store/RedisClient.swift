@@ -24,7 +24,7 @@ public final class RedisClient: Sendable {
     private let loop: any EventLoop
     /// Where replies complete.
     var eventLoop: any EventLoop { loop }
-    private let logger: Logger
+    let logger: Logger
     private let tls: NIOSSLContext?
     private let state = Mutex(State())
     /// The end of the current backoff (uptime ns), apart from `state`: every

@@ -17,4 +17,11 @@ enum RedisValue: Sendable, Equatable {
         default: nil
         }
     }
+
+    /// An integer reply read as a count or a time: the store is untrusted, so
+    /// a negative is 0 and anything past 2^40 saturates there; no sum or
+    /// product of a few of them can overflow.
+    var count: Int? { integer.map { Int(Swift.min(Swift.max($0, 0), Self.maxCount)) } }
+
+    static let maxCount: Int64 = 1 << 40
 }
