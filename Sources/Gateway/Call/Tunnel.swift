@@ -18,29 +18,36 @@ protocol TunnelEnd: AnyObject {
 /// it; when either side closes, both do, and the call's access line is
 /// written once (bytes each way, duration).
 final class Tunnel {
-    private let client: any TunnelEnd
-    private let upstream: any TunnelEnd
+    /// Both ends, until the tunnel closes: each end holds the tunnel too, and
+    /// `ended` holds the client's exchange, so closing lets go of them all
+    /// (the cycle each tunnel otherwise leaked).
+    private var ends: (client: any TunnelEnd, upstream: any TunnelEnd)?
     private(set) var bytesFromClient = 0
     private(set) var bytesFromUpstream = 0
     private var lastActivity = NIODeadline.now()
-    private var closed = false
-    private let ended: (Tunnel) -> Void
+    private var ended: ((Tunnel) -> Void)?
 
     init(client: any TunnelEnd, upstream: any TunnelEnd, idleTimeout: TimeAmount, on eventLoop: any EventLoop,
          ended: @escaping (Tunnel) -> Void) {
-        self.client = client
-        self.upstream = upstream
+        ends = (client, upstream)
         self.ended = ended
         watchIdle(idleTimeout, on: eventLoop)
     }
 
-    func fromClient(_ buffer: ByteBuffer) { forward(buffer, from: client, to: upstream, counting: &bytesFromClient) }
+    var isClosed: Bool { ends == nil }
 
-    func fromUpstream(_ buffer: ByteBuffer) { forward(buffer, from: upstream, to: client, counting: &bytesFromUpstream) }
+    func fromClient(_ buffer: ByteBuffer) {
+        guard let ends else { return }
+        forward(buffer, from: ends.client, to: ends.upstream, counting: &bytesFromClient)
+    }
+
+    func fromUpstream(_ buffer: ByteBuffer) {
+        guard let ends else { return }
+        forward(buffer, from: ends.upstream, to: ends.client, counting: &bytesFromUpstream)
+    }
 
     /// `sender` is read no faster than `receiver` is written.
     private func forward(_ buffer: ByteBuffer, from sender: any TunnelEnd, to receiver: any TunnelEnd, counting count: inout Int) {
-        guard !closed else { return }
         count += buffer.readableBytes
         lastActivity = .now()
         receiver.tunnelWrite(buffer)
@@ -48,27 +55,26 @@ final class Tunnel {
     }
 
     /// A read batch ended on one side: what it brought goes out on the other.
-    func clientReadComplete() { upstream.flushTunnel() }
-    func upstreamReadComplete() { client.flushTunnel() }
+    func clientReadComplete() { ends?.upstream.flushTunnel() }
+    func upstreamReadComplete() { ends?.client.flushTunnel() }
 
     /// One side can take more again: the other side is read again.
-    func clientWritable() { upstream.setTunnelReading(true) }
-    func upstreamWritable() { client.setTunnelReading(true) }
+    func clientWritable() { ends?.upstream.setTunnelReading(true) }
+    func upstreamWritable() { ends?.client.setTunnelReading(true) }
 
     /// Either side closed (or went silent too long): both close, logged once.
     func close() {
-        guard !closed else { return }
-        closed = true
-        client.flushTunnel()
-        upstream.flushTunnel()
-        client.closeTunnel()
-        upstream.closeTunnel()
-        ended(self)
+        guard let ends = ends.take() else { return }
+        ends.client.flushTunnel()
+        ends.upstream.flushTunnel()
+        ends.client.closeTunnel()
+        ends.upstream.closeTunnel()
+        ended.take()?(self)
     }
 
     private func watchIdle(_ idleTimeout: TimeAmount, on eventLoop: any EventLoop) {
         eventLoop.assumeIsolated().scheduleTask(deadline: lastActivity + idleTimeout) { [weak self] in
-            guard let self, !closed else { return }
+            guard let self, !isClosed else { return }
             if NIODeadline.now() - lastActivity >= idleTimeout { return close() }
             watchIdle(idleTimeout, on: eventLoop)
         }
