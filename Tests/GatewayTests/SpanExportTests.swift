@@ -114,6 +114,37 @@ import Testing
         #expect(gateway.log.components(separatedBy: "span export to").count == 2, "logged once: \(gateway.log)")
     }
 
+    /// A collector that takes connections and never answers, and calls
+    /// with 30 KB paths: the spans held wait within the documented bytes
+    /// (16 MiB queued, 4 MiB a loop, 4 MiB in flight), the rest are dropped
+    /// and counted as queue-full, and the calls go on.
+    @Test func aStalledCollectorHoldsAtMostItsBytesOfSpans() async throws {
+        let upstream = RecordingUpstream()
+        let upstreamPort = try await upstream.start()
+        let collector = loopbackSocket(listening: true)
+        defer { close(collector.fd) }
+        let gateway = try SpawnedGateway(yaml: Self.yaml(#"endpoint: "http://127.0.0.1:\#(collector.port)", timeout: 60s"#, upstream: upstreamPort,
+                                                         extra: "limits: {max_header_bytes: 65536}"))
+        defer { gateway.stop() }
+        let calls = 1200
+        let path = "/api/" + String(repeating: "a", count: 30_000)
+        let list = FileManager.default.temporaryDirectory.appendingPathComponent("urls-\(UUID()).txt")
+        try (0..<calls).map { "url = \"http://127.0.0.1:\(gateway.port)\(path)/\($0)\"\noutput = \"/dev/null\"\n" }.joined()
+            .write(to: list, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: list) }
+        let codes = try curl(["-w", "%{http_code}\n", "-K", list.path]).text
+        #expect(codes == String(repeating: "200\n", count: calls))
+        let admin = try #require(gateway.adminPort)
+        // A server span of ~30 KB a call (and a small client span): at most ~24 MiB, ~840 of them, are held.
+        var dropped = 0
+        _ = await eventually(timeout: 10) {
+            let metrics = (try? curl(["http://127.0.0.1:\(admin)/metrics"]).text) ?? ""
+            dropped = metrics.firstMatch(of: /gatewayd_spans_dropped_total\{reason="queue-full"\} (\d+)/).flatMap { Int($0.output.1) } ?? 0
+            return dropped >= calls - 900
+        }
+        #expect(dropped >= calls - 900, "queue-full drops: \(dropped)")
+    }
+
     @Test func refreshCallsAndHealthChecksAreClientSpansOfTheirOwn() async throws {
         let app = RecordingUpstream { request in
             request.header("Authorization") == ["Bearer t1"] ? .respond(status: 200, headers: [], body: Array("ok".utf8))

@@ -16,11 +16,16 @@ import Synchronization
 /// counted; nothing is retried (OpenTelemetry's batch processor does the same).
 final class SpanExporter: Sendable {
     static let batchSize = 512
-    /// Spans a loop's buffer, and the exporter's queue, hold at most (at
-    /// ~250 bytes a span: 4 MiB a loop, 16 MiB queued); a loop's buffer is
-    /// emptied every tick, so it holds 160k spans a second.
+    /// Spans a loop's buffer, and the exporter's queue, hold at most, by
+    /// count and in bytes (a span with a long path is large: the bytes bound
+    /// holds whatever a client sends); a loop's buffer is emptied every
+    /// tick, so it holds 160k small spans a second.
     static let bufferLimit = 16384
+    static let bufferBytes = 4 << 20
     static let queueLimit = 65536
+    static let queueBytes = 16 << 20
+    /// A batch's bytes at most: with `concurrency` exports in flight, 4 MiB more held.
+    static let batchBytes = 1 << 20
     /// Exports in flight at most.
     static let concurrency = 4
     static let tick = TimeAmount.milliseconds(100)
@@ -67,6 +72,7 @@ final class SpanExporter: Sendable {
         /// What the buffers held at each collection, oldest first, not copied again.
         var queue: [Collected] = []
         var queued = 0
+        var queuedBytes = 0
         var inFlight = 0
         var ticksWaited = 0
         var task: RepeatedTask?
@@ -107,7 +113,7 @@ final class SpanExporter: Sendable {
     /// tick: it stays small enough to be written in cache.
     func record(_ span: Span, into buffer: Buffer) {
         let count = buffer.spans.withLock { buffered in
-            guard buffered.count < Self.bufferLimit else { return 0 }
+            guard buffered.count < Self.bufferLimit, buffered.entries.readableBytes < Self.bufferBytes else { return 0 }
             OTLPTraces.write(span, wallOffset: buffered.wallOffset, into: &buffered.entries)
             buffered.count += 1
             return buffered.count
@@ -146,20 +152,33 @@ final class SpanExporter: Sendable {
 
     private func enqueue(_ entries: ByteBuffer, count: Int) {
         let room = max(0, Self.queueLimit - state.value.queued)
-        if count > room { droppedFull.increment(by: count - room) }
-        guard room > 0 else { return }
-        var kept = Collected(entries: entries, start: entries.readerIndex, count: min(count, room))
-        if count > room { kept.entries.moveWriterIndex(to: Self.end(of: room, in: entries, from: entries.readerIndex)) }
+        let roomBytes = max(0, Self.queueBytes - state.value.queuedBytes)
+        var kept = Collected(entries: entries, start: entries.readerIndex, count: count)
+        if count > room || entries.readableBytes > roomBytes {
+            // As many whole entries as fit both bounds.
+            let (fit, end) = Self.prefix(of: entries, from: entries.readerIndex, count: min(count, room), bytes: roomBytes)
+            kept.count = fit
+            kept.entries.moveWriterIndex(to: end)
+        }
+        if kept.count < count { droppedFull.increment(by: count - kept.count) }
+        guard kept.count > 0 else { return }
         state.value.queue.append(kept)
         state.value.queued += kept.count
+        state.value.queuedBytes += kept.entries.writerIndex - kept.start
     }
 
-    /// Where the `count` entries of `entries` after `start` end.
-    private static func end(of count: Int, in entries: ByteBuffer, from start: Int) -> Int {
-        var at = start
-        for _ in 0..<count { at = OTLPTraces.entryEnd(entries, from: at) }
-        return at
+    /// How many of the `count` entries of `entries` after `start` fit in
+    /// `bytes`, and where they end.
+    private static func prefix(of entries: ByteBuffer, from start: Int, count: Int, bytes: Int) -> (count: Int, end: Int) {
+        var (at, taken) = (start, 0)
+        while taken < count {
+            let next = OTLPTraces.entryEnd(entries, from: at)
+            guard next - start <= bytes else { break }
+            (at, taken) = (next, taken + 1)
+        }
+        return (taken, at)
     }
+
 
     private func collect(flush: Bool) {
         let wallOffset = Self.wallOffset()
@@ -182,23 +201,30 @@ final class SpanExporter: Sendable {
     /// waited long enough (or when flushing).
     private func send(flush: Bool) {
         while state.value.inFlight < Self.concurrency, state.value.queued > 0 {
-            let whole = state.value.queued >= Self.batchSize
+            let whole = state.value.queued >= Self.batchSize || state.value.queuedBytes >= Self.batchBytes
             guard whole || flush || state.value.ticksWaited >= Self.partialBatchTicks else { return }
-            var batch: [ByteBuffer] = [], count = 0
-            while count < Self.batchSize, let first = state.value.queue.first {
-                let taken = min(first.count, Self.batchSize - count)
+            var batch: [ByteBuffer] = [], count = 0, bytes = 0
+            while count < Self.batchSize, bytes < Self.batchBytes, let first = state.value.queue.first {
+                let size = first.entries.writerIndex - first.start
+                var (taken, end) = (first.count, first.entries.writerIndex)
+                if first.count > Self.batchSize - count || size > Self.batchBytes - bytes {
+                    (taken, end) = Self.prefix(of: first.entries, from: first.start, count: Self.batchSize - count, bytes: Self.batchBytes - bytes)
+                    // A single span larger than a batch still goes, alone.
+                    if taken == 0, count == 0 { (taken, end) = (1, OTLPTraces.entryEnd(first.entries, from: first.start)) }
+                    if taken == 0 { break }
+                }
+                batch.append(first.entries.getSlice(at: first.start, length: end - first.start)!)
                 if taken == first.count {
-                    batch.append(first.entries.getSlice(at: first.start, length: first.entries.writerIndex - first.start)!)
                     state.value.queue.removeFirst()
                 } else {
-                    let end = Self.end(of: taken, in: first.entries, from: first.start)
-                    batch.append(first.entries.getSlice(at: first.start, length: end - first.start)!)
                     state.value.queue[0].start = end
                     state.value.queue[0].count -= taken
                 }
                 count += taken
+                bytes += end - first.start
             }
             state.value.queued -= count
+            state.value.queuedBytes -= bytes
             state.value.ticksWaited = 0
             export(batch, count: count)
         }
