@@ -81,7 +81,8 @@ struct ExplainCommand: ParsableCommand {
         let requestID = ClientInfo.requestID(from: headerList, random: &random)
         let scheme = config.listeners.first?.tls == nil ? "http" : "https"
         switch Explanation.explain(method: method, target: target, headers: headerList, body: body, config: config,
-                                   client: ClientInfo(address: client, scheme: scheme, requestID: requestID)) {
+                                   client: ClientInfo(address: client, scheme: scheme, requestID: requestID,
+                                                      trustedPeer: config.listeners.first?.trustedProxies.contains(address: client) ?? false)) {
         case .answered(let problem, let extraHeaders):
             try fail(with: problem, extraHeaders: extraHeaders)
         case .forwarded(let route, let index, let upstream, let description, let request, let notes):

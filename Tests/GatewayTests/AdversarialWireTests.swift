@@ -268,22 +268,65 @@ extension AdversarialWireTests {
         #expect(Set(upstream.requests.map(\.connection)).count == 2)
     }
 
-    /// `X-Forwarded-For` is appended to (its leftmost entries are the
-    /// client's claim), and the client-IP rate limit reads the TCP peer only.
-    @Test func xForwardedForIsAppendedToAndTheRateLimitIgnoresIt() async throws {
-        let upstream = Self.upstream()
-        let port = try await upstream.start()
-        let limited = try await GatewayHarness.start("""
-            listeners: [{address: 127.0.0.1:0}]
-            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
-            routes: [{name: app, upstream: app, rate_limit: {requests: 2, per: 60s}}]
-            """)
-        var codes: [String] = []
-        for claim in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
-            codes.append(try await curlDetached(["-o", "/dev/null", "-w", "%{http_code}", "-H", "X-Forwarded-For: \(claim)", "\(limited.base)/x"]).text)
+    /// The edge fields follow the listener's `forwarded.trust`: from an
+    /// untrusted peer a client's X-Forwarded-* are replaced (it cannot pick
+    /// its scheme, host or address, nor dodge the client-IP rate limit); from
+    /// a trusted one they are kept and appended to, and the rate limit reads
+    /// the client the proxy names. A client's `Connection` list never strips
+    /// what the route injects.
+    @Test(arguments: [false, true])
+    func forwardedFieldsFollowTheListenersTrust(http2: Bool) async throws {
+        try await Teardown.scope {
+            let upstream = RecordingUpstream()
+            let port = try await upstream.start()
+            func gateway(trust: String) async throws -> GatewayHarness {
+                try await GatewayHarness.start("""
+                    listeners: [{address: 127.0.0.1:0, protocols: [http1, h2c]\(trust)}]
+                    upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
+                    routes: [{name: app, upstream: app, headers: {set: {X-Api-Key: k-1}}, rate_limit: {requests: 2, per: 60s, burst: 0}}]
+                    """)
+            }
+            let peer = http2 ? ["--http2-prior-knowledge"] : ["--http1.1"]
+            let spoof = ["-H", "X-Forwarded-Proto: https", "-H", "X-Forwarded-Host: evil.example", "-H", "Connection: X-Api-Key"]
+            let untrusted = try await gateway(trust: "")
+            var codes: [String] = []
+            for claim in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
+                codes.append(try curl(peer + spoof + ["-o", "/dev/null", "-w", "%{http_code}", "-H", "X-Forwarded-For: \(claim)", "\(untrusted.base)/x"]).text)
+            }
+            #expect(codes == ["200", "200", "429"], "a claimed address is no new client")
+            let first = try #require(upstream.requests.first)
+            #expect(first.header("X-Forwarded-For") == ["127.0.0.1"])
+            #expect(first.header("X-Forwarded-Proto") == ["http"])
+            #expect(first.header("X-Forwarded-Host") == ["127.0.0.1:\(untrusted.port)"])
+            #expect(first.header("X-Api-Key") == ["k-1"])
+
+            // 127.0.0.1 trusted: what it says is kept, and names the client the limit counts.
+            let trusted = try await gateway(trust: ", forwarded: {trust: [127.0.0.0/8]}")
+            let before = upstream.requests.count
+            codes = []
+            for claim in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
+                codes.append(try curl(peer + spoof + ["-o", "/dev/null", "-w", "%{http_code}", "-H", "X-Forwarded-For: \(claim)", "\(trusted.base)/x"]).text)
+            }
+            #expect(codes == ["200", "200", "200"], "three clients behind a trusted proxy")
+            let kept = upstream.requests[before]
+            #expect(kept.header("X-Forwarded-For") == ["203.0.113.1, 127.0.0.1"])
+            #expect(kept.header("X-Forwarded-Proto") == ["https, http"])
+            #expect(kept.header("X-Forwarded-Host") == ["evil.example, 127.0.0.1:\(trusted.port)"])
         }
-        #expect(codes == ["200", "200", "429"])
-        #expect(upstream.requests.first?.text.contains("\r\nX-Forwarded-For: 203.0.113.1, 127.0.0.1\r\n") == true)
+    }
+
+    @Test func trustedRangesParseAndMatch() {
+        let ranges = ["10.0.0.0/8", "::1", "2001:db8::/32", "192.168.1.7"].compactMap(AddressRange.init)
+        #expect(ranges.count == 4)
+        #expect(ranges.contains(address: "10.2.3.4") && ranges.contains(address: "::1") && ranges.contains(address: "2001:db8:1::5"))
+        #expect(ranges.contains(address: "::ffff:10.9.9.9") && ranges.contains(address: "192.168.1.7"))
+        #expect(!ranges.contains(address: "11.0.0.1") && !ranges.contains(address: "192.168.1.8") && !ranges.contains(address: "x"))
+        for bad in ["10.0.0.0/33", "::/129", "10.0.0/8", "a.b.c.d", "10.0.0.0/-1", ""] { #expect(AddressRange(bad) == nil, "\(bad)") }
+        // The client behind trusted proxies: the rightmost entry not trusted.
+        #expect(ranges.clientAddress(peer: "10.0.0.1", forwardedFor: ["1.2.3.4, 5.6.7.8", "10.0.0.2"]) == "5.6.7.8")
+        #expect(ranges.clientAddress(peer: "10.0.0.1", forwardedFor: ["10.1.1.1"]) == "10.1.1.1")
+        #expect(ranges.clientAddress(peer: "10.0.0.1", forwardedFor: ["junk"]) == "10.0.0.1")
+        #expect(ranges.clientAddress(peer: "9.9.9.9", forwardedFor: ["1.2.3.4"]) == "9.9.9.9")
     }
 
     /// RFC 9110 section 6.6.1: an answer without Date gets one on its way; an upstream's own is kept.

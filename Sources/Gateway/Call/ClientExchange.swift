@@ -82,7 +82,8 @@ final class ClientExchange {
         begin(head)
         let framing = client.requestFraming
         let (traceID, hop, decision) = CallAdmission.admit(
-            &head, client: .init(address: client.peerAddress, localAuthority: client.localAuthority, canTunnel: client.canTunnel, framing: framing),
+            &head, client: .init(address: shared.trustedProxies.clientAddress(peer: client.peerAddress, forwardedFor: head.headers.values("X-Forwarded-For")),
+                                 localAuthority: client.localAuthority, canTunnel: client.canTunnel, framing: framing),
             tracing: shared.config.tracing, limits: shared.config.limits, router: shared.router, random: &random,
             now: Double(now.uptimeNanoseconds) / 1e9)
         record.log.traceID = traceID
@@ -207,7 +208,8 @@ final class ClientExchange {
 
     private func clientInfo(_ headers: HeaderList) -> ClientInfo {
         let client = ClientInfo(address: self.client.peerAddress, scheme: shared.scheme,
-                                requestID: ClientInfo.requestID(from: headers, random: &random))
+                                requestID: ClientInfo.requestID(from: headers, random: &random),
+                                trustedPeer: shared.trustedProxies.contains(address: self.client.peerAddress))
         record.log.requestID = client.requestID
         return client
     }

@@ -7,16 +7,28 @@ public struct ClientInfo: Sendable, Hashable {
     /// `http` or `https`, as the client spoke to the gateway.
     public var scheme: String
     public var requestID: String
+    /// The peer is a trusted proxy (`forwarded.trust`): what it says in
+    /// X-Forwarded-* is kept. From any other peer those fields are the
+    /// client's claim, and replaced.
+    public var trustedPeer: Bool
 
-    public init(address: String, scheme: String, requestID: String) {
+    public init(address: String, scheme: String, requestID: String, trustedPeer: Bool = false) {
         self.address = address
         self.scheme = scheme
         self.requestID = requestID
+        self.trustedPeer = trustedPeer
     }
 
-    /// Appends to X-Forwarded-For / -Proto / -Host as nginx and Envoy do (a
-    /// comma list, the closest proxy last), and sets X-Request-Id.
+    /// X-Forwarded-For / -Proto / -Host as nginx and Envoy write them: from a
+    /// trusted peer appended to (a comma list, the closest proxy last), from
+    /// any other started afresh, so a client cannot choose its scheme or
+    /// host; and X-Request-Id set.
     func addForwardingHeaders(to headers: inout HeaderList) {
+        if !trustedPeer {
+            headers.remove("X-Forwarded-For")
+            headers.remove("X-Forwarded-Proto")
+            headers.remove("X-Forwarded-Host")
+        }
         append("X-Forwarded-For", address, to: &headers)
         append("X-Forwarded-Proto", scheme, to: &headers)
         if let host = headers["Host"] { append("X-Forwarded-Host", host, to: &headers) }

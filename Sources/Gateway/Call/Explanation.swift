@@ -25,7 +25,9 @@ public enum Explanation {
         if !head.headers.contains("Host") { head.headers.add("Host", listener?.address.description ?? "localhost") }
         var random = SplitMix64(seed: UInt64.random(in: 0 ... .max))
         // A fresh router: offline, every rate limit's bucket is full. The client is an HTTP/1.1 one, which can tunnel.
-        let side = CallAdmission.Client(address: client.address, localAuthority: listener?.address.description ?? "", canTunnel: true,
+        let trusted = listener?.trustedProxies ?? []
+        let side = CallAdmission.Client(address: trusted.clientAddress(peer: client.address, forwardedFor: head.headers.values("X-Forwarded-For")),
+                                        localAuthority: listener?.address.description ?? "", canTunnel: true,
                                         framing: body.isEmpty ? .none : .length(body.count))
         let admitted: CallAdmission.Admitted
         switch CallAdmission.admit(&head, client: side, tracing: config.tracing, limits: config.limits, router: Router(config: config), random: &random, now: 0).decision {

@@ -77,7 +77,8 @@ enum RequestHooks {
         guard !shared.modifiers.isEmpty else { return .proceed }
         let client = runner.client
         let context = ModifierContext(route: call.route.config.name, upstream: call.route.upstream.name,
-                                      client: ClientInfo(address: client.peerAddress, scheme: shared.scheme, requestID: call.requestID))
+                                      client: ClientInfo(address: client.peerAddress, scheme: shared.scheme, requestID: call.requestID,
+                                                         trustedPeer: shared.trustedProxies.contains(address: client.peerAddress)))
         shared.modifiers.modify(call.request, context: context, streams: call.streams, on: client.eventLoop).assumeIsolated().whenSuccess { result in
             switch result {
             case .success(let modified):

@@ -128,7 +128,7 @@ extension ConfigReader {
     }
 
     func readListener(_ node: Node, _ path: String) -> ListenerConfig? {
-        guard let fields = mapping(node, path, known: ["address", "protocols", "tls"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["address", "protocols", "tls", "forwarded"]) else { return nil }
         defer { fields.finish() }
         var address: SocketAddressSpec?
         if let n = fields.take("address") {
@@ -156,6 +156,19 @@ extension ConfigReader {
                 report(n, fields.path("protocols"), "h2c is HTTP/2 without TLS; on a TLS listener use h2")
             }
             listener.protocols = protocols
+        }
+        if let n = fields.take("forwarded"), let forwarded = mapping(n, fields.path("forwarded"), known: ["trust"]) {
+            defer { forwarded.finish() }
+            if let t = forwarded.take("trust"), let items = sequence(t, forwarded.path("trust")) {
+                listener.trustedProxies = items.enumerated().compactMap { index, item in
+                    guard let text = string(item, forwarded.path("trust") + "[\(index)]") else { return nil }
+                    guard let range = AddressRange(text) else {
+                        report(item, forwarded.path("trust") + "[\(index)]", "expected an address or CIDR range such as 10.0.0.0/8 or ::1, found '\(text)'")
+                        return nil
+                    }
+                    return range
+                }
+            }
         }
         return address == nil ? nil : listener
     }

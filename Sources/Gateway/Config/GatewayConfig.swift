@@ -125,6 +125,10 @@ public struct ListenerConfig: Sendable, Hashable {
     public var address: SocketAddressSpec
     public var protocols: [HTTPProtocol]
     public var tls: TLS?
+    /// `forwarded.trust`: peers whose X-Forwarded-* are kept and appended
+    /// to, and whose X-Forwarded-For names the client; from any other peer
+    /// they are replaced (docs/security.md).
+    public var trustedProxies: [AddressRange] = []
 
     public init(address: SocketAddressSpec, protocols: [HTTPProtocol] = [.http1, .h2c], tls: TLS? = nil) {
         self.address = address

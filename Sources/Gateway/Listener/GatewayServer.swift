@@ -302,7 +302,8 @@ public actor GatewayServer: Service {
             let contexts = try config.listeners.map { listener in
                 ListenerContext(config: config, router: router, pools: pools, modifiers: modifiers, validators: validators,
                                 accessLog: accessLog, logger: logger, metrics: metrics,
-                                tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) }, filters: filters,
+                                tls: try listener.tls.map { try Self.tlsContext($0, protocols: listener.protocols) },
+                                trustedProxies: listener.trustedProxies, filters: filters,
                                 spans: spans)
             }
             return (contexts, store)

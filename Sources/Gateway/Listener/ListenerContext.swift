@@ -22,6 +22,8 @@ final class ListenerContext: Sendable {
     let metrics: GatewayMetrics
     /// `http` or `https`: what X-Forwarded-Proto says.
     let scheme: String
+    /// The listener's `forwarded.trust`.
+    let trustedProxies: [AddressRange]
     /// The listener's TLS (certificate files read at load or reload).
     let tls: NIOSSLContext?
     /// Each event loop's filter VMs (nil: the config has no filters).
@@ -31,8 +33,9 @@ final class ListenerContext: Sendable {
 
     init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier],
          validators: [any ResponseValidator], accessLog: AccessLog?, logger: Logger, metrics: GatewayMetrics, tls: NIOSSLContext?,
-         filters: FilterHosts? = nil, spans: SpanExporter? = nil) {
+         trustedProxies: [AddressRange] = [], filters: FilterHosts? = nil, spans: SpanExporter? = nil) {
         self.tls = tls
+        self.trustedProxies = trustedProxies
         self.filters = filters
         self.spans = spans
         scheme = tls == nil ? "http" : "https"
