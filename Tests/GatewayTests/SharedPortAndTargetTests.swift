@@ -27,6 +27,11 @@ import Testing
             #expect(!reply.starts(with: "HTTP/1.1".utf8), "\(opening.debugDescription): \(reply)")
             #expect(Self.frames(reply).contains { $0.type == 0x7 && $0.code == 0x1 }, "\(opening.debugDescription): GOAWAY(PROTOCOL_ERROR)")
         }
+        // A request line with another version is HTTP/1's to answer: 505 (400 for a name that is not HTTP), never HTTP/2 frames.
+        for (version, status) in [("HTTP/3.0", "505"), ("HTTP/2.0", "505"), ("HTTP/0.9", "505"), ("FOO/1.1", "400")] {
+            let reply = try rawExchange(port: gateway.port, Array("GET /api/x \(version)\r\nHost: a\r\n\r\n".utf8), timeout: 5)
+            #expect(reply.hasPrefix("HTTP/1.1 \(status) "), "\(version): \(reply.debugDescription)")
+        }
         // HTTP/1.x request lines are still HTTP/1, whatever their method.
         let http11 = try rawExchange(port: gateway.port, Array("PROPFIND /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".utf8))
         #expect(http11.hasPrefix("HTTP/1.1 200 OK\r\n"))

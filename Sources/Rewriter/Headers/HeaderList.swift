@@ -194,6 +194,12 @@ public struct HeaderList: Sendable, Hashable, RandomAccessCollection, Expressibl
         }
     }
 
+    /// Whether one byte is an RFC 9110 token character.
+    public static func isTokenByte(_ byte: UInt8) -> Bool {
+        let word = byte < 64 ? tokenBits.0 : byte < 128 ? tokenBits.1 : 0
+        return word >> UInt64(byte & 63) & 1 != 0
+    }
+
     /// The token bytes below 64 and from 64 to 127, one bit each.
     private static let tokenBits: (UInt64, UInt64) = {
         var bits: (UInt64, UInt64) = (0, 0)
