@@ -104,7 +104,7 @@ import Testing
             "t.yaml:4:44: limits.idle_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '1x'",
             "t.yaml:4:64: limits.max_body_bytes: expected an integer, found 'many'",
             "t.yaml:6:17: upstreams.legacy.url: expected http://host[:port][/path] or https://..., found 'ftp://x'",
-            "t.yaml:6:26: upstreams.legacy.max_conections: unknown key (known here: url, endpoints, balance, health_check, outlier, max_pending, max_requests, max_connections, connect_timeout, idle_timeout, http2, headers, tls)",
+            "t.yaml:6:26: upstreams.legacy.max_conections: unknown key (did you mean max_connections? known here: url, endpoints, balance, health_check, outlier, max_pending, max_requests, max_connections, connect_timeout, idle_timeout, http2, headers, tls)",
             "t.yaml:9:12: routes[0].match.prefix: give either path or prefix, not both",
             "t.yaml:10:15: routes[0].upstream: unknown upstream 'nowhere' (declared: echo, legacy)",
             "t.yaml:12:13: routes[0].rewrite.path: invalid URI template: unclosed expression at character 5",
@@ -140,6 +140,20 @@ import Testing
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, rewrite: {params: {f: {type: file}}}}]", "type: file needs encoding: multipart"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, rewrite: {params: {n: {type: int, default: abc}}}}]", "does not convert to type int"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, match: {path: '/a/x{id}'}}]", "are whole segments"),
+        // What cannot work is refused, naming the smallest value that can.
+        ("listeners: [{address: 127.0.0.1:1}]\nupstreams: {a: {url: 'http://127.0.0.1:2', connect_timeout: 0s}}",
+         "upstreams.a.connect_timeout: must be at least 1ms: 0s would fail every connection (502)"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, timeout: 0s}]", "routes[0].timeout: must be at least 1ms: 0s would answer every call 504"),
+        ("listeners: [{address: 127.0.0.1:1}]\nlimits: {header_timeout: 0s}", "limits.header_timeout: must be at least 100ms"),
+        ("listeners: [{address: 127.0.0.1:1}]\nlimits: {idle_timeout: 10ms}", "limits.idle_timeout: must be at least 100ms"),
+        ("listeners: [{address: 127.0.0.1:1}]\nupstreams: {a: {url: 'http://127.0.0.1:2', idle_timeout: 0s}}", "upstreams.a.idle_timeout: must be at least 1ms"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, retry: {per_try_timeout: 0s}}]", "routes[0].retry.per_try_timeout: must be at least 1ms"),
+        ("listeners: [{address: 127.0.0.1:1}]\nlimits: {max_body_bytes: 0}", "limits.max_body_bytes"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, match: {methods: [GETT]}}]", "routes[0].match.methods: 'GETT' is no standard method: did you mean GET?"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, retry: {methods: [PSOT]}}]", "did you mean POST?"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, headers: {set: {X: '${file:nope.txt}'}}}]", "nope.txt for ${file:nope.txt}: no such file"),
+        ("listeners: [{address: 127.0.0.1:1}]\nlisteners: [{address: 127.0.0.1:1, forwarded: {trust: [10.0.0.0/33]}}]", "duplicate key"),
+        ("listeners: [{address: 127.0.0.1:1, forwarded: {trust: [10.0.0.0/33]}}]", "listeners[0].forwarded.trust[0]: expected an address or CIDR range"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, match: {path: /a}, rewrite: {prefix: /v2/}}]",
          "rewrite.prefix: replaces the route's match.prefix, which it has not"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, match: {prefix: /a/}, rewrite: {prefix: /v2/../x/}}]",
@@ -205,5 +219,46 @@ import Testing
         let yaml = "listeners: [{address: 127.0.0.1:0}]\nroutes: [{name: r, upstream: echo, rewrite: {params: {c: {value: no}, d: {value: 2024-01-01}}}}]"
         let rule = try ConfigLoader.load(yaml: yaml).config.routes[0].rewrite!
         #expect(rule.params.map(\.value) == [.string("no"), .string("2024-01-01")])
+    }
+
+    func warnings(_ yaml: String) throws -> [String] {
+        try ConfigLoader.load(yaml: yaml, file: "t.yaml", environment: [:]).warnings.map(\.description)
+    }
+
+    /// What loads but cannot do what it says is a warning, naming both ends.
+    @Test func unreachableRoutesAndARefreshWithoutARetryAreWarned() throws {
+        let shadowed = try warnings("""
+            listeners: [{address: 127.0.0.1:1}]
+            routes:
+              - {name: a, upstream: echo, match: {prefix: /a/}}
+              - {name: ab, upstream: echo, match: {prefix: /a/b/}}
+              - {name: user, upstream: echo, match: {path: "/a/{id}"}}
+              - {name: get-only, upstream: echo, match: {methods: [GET], prefix: /x/}}
+              - {name: x-post, upstream: echo, match: {methods: [POST], path: /x/1}}
+              - {name: x-get, upstream: echo, match: {methods: [GET], path: /x/2}}
+              - {name: host, upstream: echo, match: {host: b.example, prefix: /h/}}
+              - {name: h, upstream: echo, match: {prefix: /h/}}
+              - {name: all, upstream: echo}
+              - {name: late, upstream: echo, match: {path: /late}}
+            """)
+        #expect(shadowed == [
+            "t.yaml:4:5: routes[1]: never matched: routes[0] (a) takes every request this route would (first match wins); move this route above it",
+            "t.yaml:5:5: routes[2]: never matched: routes[0] (a) takes every request this route would (first match wins); move this route above it",
+            "t.yaml:8:5: routes[5]: never matched: routes[3] (get-only) takes every request this route would (first match wins); move this route above it",
+            "t.yaml:12:5: routes[9]: never matched: routes[8] (all) takes every request this route would (first match wins); move this route above it",
+        ])
+        let refresh = """
+              - name: r
+                upstream: echo
+                RETRY
+                validate: [{status: 401, then: {refresh: {request: {upstream: echo, path: /t}, capture: {pointer: /t, header: A}}}}]
+            """
+        for (retry, warned) in [("", true), ("retry: {attempts: 1}", true), ("retry: {attempts: 2}", false)] {
+            let found = try warnings("listeners: [{address: 127.0.0.1:1}]\nroutes:\n" + refresh.replacingOccurrences(of: "RETRY", with: retry))
+            #expect(found.contains { $0.contains("a refresh replays the call as a retry, and this route allows none") } == warned, "\(retry): \(found)")
+        }
+        #expect(NearestName.closest(to: "max_conections", in: ["max_connections", "max_pending"]) == "max_connections")
+        #expect(NearestName.closest(to: "surprise", in: ["name", "match"]) == nil)
+        #expect(NearestName.closest(to: "LINK", in: ConfigReader.standardMethods) == nil, "a name that is known is no typo")
     }
 }

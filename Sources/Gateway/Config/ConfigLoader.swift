@@ -114,6 +114,7 @@ extension ConfigReader {
         }
         if let node = fields.take("routes"), let items = sequence(node, "routes") {
             config.routes = items.enumerated().compactMap { readRoute($1, "routes[\($0)]", config: config) }
+            if config.routes.count == items.count { warnUnreachable(config.routes, nodes: items) }
         }
         checkAddresses(config, fields: fields)
         return config
@@ -223,7 +224,7 @@ extension ConfigReader {
         if let n = fields.take("max_header_bytes"), let v = int(n, fields.path("max_header_bytes"), in: 1024...1_048_576) {
             limits.maxHeaderBytes = v
         }
-        if let n = fields.take("max_body_bytes"), let v = int(n, fields.path("max_body_bytes"), in: 0...Int(Int32.max)) {
+        if let n = fields.take("max_body_bytes"), let v = int(n, fields.path("max_body_bytes"), in: 1...Int(Int32.max)) {
             limits.maxBodyBytes = v
         }
         if let n = fields.take("max_response_body_bytes"), let v = int(n, fields.path("max_response_body_bytes"), in: 0...Int(Int32.max)) {
@@ -232,8 +233,14 @@ extension ConfigReader {
         if let n = fields.take("max_refresh_body_bytes"), let v = int(n, fields.path("max_refresh_body_bytes"), in: 0...Int(Int32.max)) {
             limits.maxRefreshBodyBytes = v
         }
-        if let n = fields.take("header_timeout"), let v = duration(n, fields.path("header_timeout")) { limits.headerTimeout = v }
-        if let n = fields.take("idle_timeout"), let v = duration(n, fields.path("idle_timeout")) { limits.idleTimeout = v }
+        if let n = fields.take("header_timeout"),
+           let v = duration(n, fields.path("header_timeout"), atLeast: .milliseconds(100), effect: "would drop every connection before its head arrives") {
+            limits.headerTimeout = v
+        }
+        if let n = fields.take("idle_timeout"),
+           let v = duration(n, fields.path("idle_timeout"), atLeast: .milliseconds(100), effect: "would close every keep-alive connection at once") {
+            limits.idleTimeout = v
+        }
         if let n = fields.take("drain_timeout"), let v = duration(n, fields.path("drain_timeout")) { limits.drainTimeout = v }
         return limits
     }
@@ -274,8 +281,14 @@ extension ConfigReader {
         if let n = fields.take("max_connections"), let v = int(n, fields.path("max_connections"), in: 1...100_000) {
             upstream.maxConnections = v
         }
-        if let n = fields.take("connect_timeout"), let v = duration(n, fields.path("connect_timeout")) { upstream.connectTimeout = v }
-        if let n = fields.take("idle_timeout"), let v = duration(n, fields.path("idle_timeout")) { upstream.idleTimeout = v }
+        if let n = fields.take("connect_timeout"),
+           let v = duration(n, fields.path("connect_timeout"), atLeast: .milliseconds(1), effect: "would fail every connection (502)") {
+            upstream.connectTimeout = v
+        }
+        if let n = fields.take("idle_timeout"),
+           let v = duration(n, fields.path("idle_timeout"), atLeast: .milliseconds(1), effect: "would close every pooled connection before its reuse") {
+            upstream.idleTimeout = v
+        }
         if let n = fields.take("http2"), let v = bool(n, fields.path("http2")) { upstream.http2 = v }
         if let n = fields.take("headers") { upstream.headers = readHeaderRules(n, fields.path("headers")) }
         if let n = fields.take("tls"), let tls = mapping(n, fields.path("tls"), known: ["ca_file", "server_name"]) {

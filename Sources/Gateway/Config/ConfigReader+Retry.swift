@@ -7,11 +7,16 @@ extension ConfigReader {
         defer { fields.finish() }
         var policy = RetryPolicy()
         if let n = fields.take("attempts"), let v = int(n, fields.path("attempts"), in: 1...10) { policy.attempts = v }
-        if let n = fields.take("per_try_timeout") { policy.perTryTimeout = duration(n, fields.path("per_try_timeout")) }
+        if let n = fields.take("per_try_timeout") {
+            policy.perTryTimeout = duration(n, fields.path("per_try_timeout"), atLeast: .milliseconds(1), effect: "would time every try out")
+        }
         if let n = fields.take("on"), let items = sequence(n, fields.path("on")) {
             policy.on = items.enumerated().compactMap { readCondition($1, fields.path("on") + "[\($0)]") }
         }
-        if let n = fields.take("methods"), let methods = strings(n, fields.path("methods")) { policy.methods = methods }
+        if let n = fields.take("methods"), let methods = strings(n, fields.path("methods")) {
+            checkMethods(methods, n, fields.path("methods"))
+            policy.methods = methods
+        }
         if let n = fields.take("backoff"), let backoff = mapping(n, fields.path("backoff"), known: ["strategy", "base", "max", "jitter"]) {
             defer { backoff.finish() }
             if let s = backoff.take("strategy"), let v = oneOf(s, backoff.path("strategy"), RetryPolicy.Backoff.Strategy.self) {

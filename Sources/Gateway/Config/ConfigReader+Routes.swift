@@ -35,7 +35,7 @@ extension ConfigReader {
         if let n = fields.take("headers") { route.headers = readHeaderRules(n, fields.path("headers")) }
         if let n = fields.take("response_headers") { route.responseHeaders = readHeaderRules(n, fields.path("response_headers")) }
         if let n = fields.take("keep_host"), let v = bool(n, fields.path("keep_host")) { route.keepHost = v }
-        if let n = fields.take("timeout") { route.timeout = duration(n, fields.path("timeout")) }
+        if let n = fields.take("timeout") { route.timeout = duration(n, fields.path("timeout"), atLeast: .milliseconds(1), effect: "would answer every call 504") }
         if let n = fields.take("rate_limit") { route.rateLimit = readRateLimit(n, fields.path("rate_limit"), hasStore: config.store != nil) }
         if let n = fields.take("filters") { route.filters = readFilterNames(n, fields.path("filters"), declared: config.filters) }
         let upgradeNode = fields.take("upgrade")
@@ -53,6 +53,14 @@ extension ConfigReader {
         if let n = retryNode { route.retry = readRetry(n, fields.path("retry"), route: route, hasStore: config.store != nil) }
         if let n = fields.take("validate"), let items = sequence(n, fields.path("validate")) {
             route.validate = items.enumerated().compactMap { readValidator($1, fields.path("validate") + "[\($0)]", config: config) }
+        }
+        // A refresh replays the call with the new credential: that replay is a retry, so it needs one.
+        let refreshes = route.validate.contains { validator in
+            [validator.then, validator.otherwise].contains { if case .refresh = $0 { true } else { false } }
+        }
+        if refreshes, (route.retry?.attempts ?? 1) < 2 {
+            warn(retryNode ?? node, fields.path(route.retry == nil ? "retry" : "retry.attempts"),
+                 "a refresh replays the call as a retry, and this route allows none: every call refused gets the upstream's answer after the refresh; set retry: {attempts: 2} or more")
         }
         if let retry = route.retry {
             for (status, validator) in Self.statusesDecidedFirst(retry: retry, validate: route.validate) {
@@ -153,9 +161,7 @@ extension ConfigReader {
         guard let fields = mapping(node, path, known: ["methods", "path", "prefix", "host", "headers"]) else { return match }
         defer { fields.finish() }
         if let n = fields.take("methods"), let methods = strings(n, fields.path("methods")) {
-            for method in methods where !HeaderList.isValidName(method) || method != method.uppercased() {
-                report(n, fields.path("methods"), "'\(method)' is not an upper-case method name")
-            }
+            checkMethods(methods, n, fields.path("methods"))
             match.methods = methods
         }
         let exact = fields.take("path").flatMap { n in string(n, fields.path("path")).map { (n, $0) } }
@@ -219,5 +225,51 @@ extension ConfigReader {
             }
         }
         return result
+    }
+
+    /// Method names as HTTP writes them. An extension method is allowed
+    /// (WebDAV's, a legacy service's own), but one a typo away from a
+    /// standard method is refused: `GETT` would never match a call.
+    func checkMethods(_ methods: [String], _ node: Node, _ path: String) {
+        for method in methods {
+            if !HeaderList.isValidName(method) || method != method.uppercased() {
+                report(node, path, "'\(method)' is not an upper-case method name")
+            } else if !Self.standardMethods.contains(method), let meant = NearestName.closest(to: method, in: Self.standardMethods) {
+                report(node, path, "'\(method)' is no standard method: did you mean \(meant)?")
+            }
+        }
+    }
+
+    /// RFC 9110's methods, PATCH, and the IANA registry's WebDAV ones.
+    static let standardMethods = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PROPFIND", "PROPPATCH",
+                                  "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "SEARCH", "REPORT", "MERGE", "ACL", "BIND", "LINK", "UNLINK",
+                                  "PURGE", "QUERY"]
+
+    /// Routes are matched in order, the first match wins: a route an earlier
+    /// one always takes first is never used, which is a warning.
+    func warnUnreachable(_ routes: [RouteConfig], nodes: [Node]) {
+        for (later, route) in routes.enumerated() {
+            guard let earlier = routes[..<later].firstIndex(where: { Self.covers($0.match, route.match) }) else { continue }
+            warn(nodes[later], "routes[\(later)]",
+                 "never matched: routes[\(earlier)] (\(routes[earlier].name)) takes every request this route would (first match wins); move this route above it")
+        }
+    }
+
+    /// Whether every request `later` matches is matched by `earlier`.
+    static func covers(_ earlier: RouteMatch, _ later: RouteMatch) -> Bool {
+        guard earlier.host == nil || earlier.host?.lowercased() == later.host?.lowercased(),
+              earlier.headers.allSatisfy({ field in later.headers.contains { HeaderList.equalNames($0.name, field.name) && $0.value == field.value } })
+        else { return false }
+        if let methods = earlier.methods {
+            guard let own = later.methods, Set(own).isSubset(of: methods) else { return false }
+        }
+        switch (earlier.path, later.path) {
+        case (.any, _): return true
+        case (.prefix(let prefix), .exact(let path)), (.prefix(let prefix), .prefix(let path)): return path.hasPrefix(prefix)
+        case (.prefix(let prefix), .pattern(let pattern)): return pattern.source.prefix { $0 != "{" }.hasPrefix(prefix)
+        case (.exact(let a), .exact(let b)): return a == b
+        case (.pattern(let a), .pattern(let b)): return a == b
+        default: return false
+        }
     }
 }

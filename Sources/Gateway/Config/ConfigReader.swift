@@ -94,6 +94,17 @@ final class ConfigReader {
         return value
     }
 
+    /// A duration that must be at least `smallest`: `effect` says what a
+    /// smaller one would do (0s is no timeout here: it fails every call).
+    func duration(_ node: Node, _ path: String, atLeast smallest: Duration, effect: String) -> Duration? {
+        guard let value = duration(node, path) else { return nil }
+        guard value >= smallest else {
+            report(node, path, "must be at least \(DurationParser.format(smallest)): \(DurationParser.format(value)) \(effect)")
+            return nil
+        }
+        return value
+    }
+
     func oneOf<E: RawRepresentable & CaseIterable>(_ node: Node, _ path: String, _: E.Type = E.self) -> E? where E.RawValue == String {
         guard case .scalar(let scalar) = node, let value = E(rawValue: scalar.string) else {
             let choices = E.allCases.map(\.rawValue).joined(separator: " | ")
@@ -213,8 +224,15 @@ final class ConfigReader {
         if reference.hasPrefix("file:") {
             var target = String(reference.dropFirst(5))
             if !target.hasPrefix("/") { target = (baseDirectory as NSString).appendingPathComponent(target) }
-            guard let data = FileManager.default.contents(atPath: target), var value = String(data: data, encoding: .utf8) else {
-                report(node, path, "cannot read file \(target)")
+            guard let data = FileManager.default.contents(atPath: target) else {
+                var isDirectory: ObjCBool = false
+                let reason = !FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory) ? "no such file"
+                    : isDirectory.boolValue ? "it is a directory" : "permission denied"
+                report(node, path, "cannot read \(target) for ${\(reference)}: \(reason)")
+                return nil
+            }
+            guard var value = String(data: data, encoding: .utf8) else {
+                report(node, path, "\(target) for ${\(reference)} is not UTF-8 text")
                 return nil
             }
             if value.hasSuffix("\n") { value.removeLast() }
@@ -255,7 +273,8 @@ final class Fields {
     func finish() {
         guard let known else { return }
         for pair in pairs where !known.contains(pair.key) {
-            reader.report(pair.keyNode, path(pair.key), "unknown key (known here: \(known.joined(separator: ", ")))")
+            let guess = NearestName.closest(to: pair.key, in: known).map { "did you mean \($0)? " } ?? ""
+            reader.report(pair.keyNode, path(pair.key), "unknown key (\(guess)known here: \(known.joined(separator: ", ")))")
         }
     }
 }
