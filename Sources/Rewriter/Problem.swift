@@ -9,6 +9,9 @@ public struct Problem: Error, Sendable, Hashable {
     public var route: String?
     /// The call's W3C trace id, when the gateway traces calls.
     public var traceID: String?
+    /// Why, as the operator's access line gives it (config keys, limits):
+    /// never sent to the client.
+    public var logDetail: String?
 
     public init(status: Int, code: String, title: String, detail: String, route: String? = nil) {
         self.status = status

@@ -210,6 +210,7 @@ import Testing
         let port = try await upstream.start()
         let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
+            limits: {max_body_bytes: 16}
             upstreams: {files: {url: "http://127.0.0.1:\(port)"}}
             routes: [{name: files, upstream: files, validate: [{json: {pointer: /status, equals: "ok"}, else: fail}]}]
             """)
@@ -220,7 +221,12 @@ import Testing
         #expect(await eventually(timeout: 10) { gateway.log.contains(#"reason="routes[0].validate[0] (json /status) refused the response""#) }, "\(gateway.log)")
         let twoHosts = try rawExchange(port: gateway.port, Array("GET /f HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".utf8))
         #expect(twoHosts.hasPrefix("HTTP/1.1 400 "))
-        #expect(await eventually(timeout: 10) { gateway.log.split(separator: "\n").contains { $0.contains("status=400") && $0.contains("client=127.0.0.1 proto=HTTP/1.1") } },
-                "\(gateway.log)")
+        #expect(await eventually(timeout: 10) {
+            gateway.log.split(separator: "\n").contains { $0.contains("status=400") && $0.contains("client=127.0.0.1 proto=HTTP/1.1") && $0.contains("reason=") }
+        }, "\(gateway.log)")
+        // A body past the limit: the client learns the size, the access line the key.
+        let large = try await curlDetached(["-i", "--data-binary", String(repeating: "x", count: 17), "http://127.0.0.1:\(gateway.port)/f"]).text
+        #expect(large.hasPrefix("HTTP/1.1 413 ") && large.contains("(16 bytes)") && !large.contains("limits."), "\(large)")
+        #expect(await eventually(timeout: 10) { gateway.log.contains(#"reason="the body exceeds limits.max_body_bytes (16)""#) }, "\(gateway.log)")
     }
 }

@@ -36,7 +36,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: big) }
         let tooLarge = try curl(["-i", "\(base)/orders", "-H", "Content-Type: application/json", "--data-binary", "@\(big.path)"]).text
         #expect(tooLarge.hasPrefix("HTTP/1.1 413 "))
-        #expect(tooLarge.contains(#""detail":"the body exceeds limits.max_body_bytes (1048576)""#))
+        #expect(tooLarge.contains(#""detail":"the body is larger than this gateway accepts (1048576 bytes)""#))
     }
 
     @Test func ipv6Listener() async throws {

@@ -167,7 +167,7 @@ import Testing
                                   ("h2c", ["--http2-prior-knowledge"])] {
                 let refused = try curl(["-i"] + flags + json).text
                 #expect(refused.hasPrefix("HTTP/1.1 413 ") || name == "h2c" && refused.hasPrefix("HTTP/2 413 "), "\(name): \(refused.prefix(200))")
-                #expect(refused.hasSuffix(#""detail":"the body exceeds limits.max_body_bytes (4096)","route":"form"}"#), "\(name)")
+                #expect(refused.hasSuffix(#""detail":"the body is larger than this gateway accepts (4096 bytes)","route":"form"}"#), "\(name)")
             }
             #expect(upstream.requests.isEmpty)
         }

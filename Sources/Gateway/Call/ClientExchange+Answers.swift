@@ -29,6 +29,7 @@ extension ClientExchange {
     func respond(_ problem: Problem, to head: RequestHead, requestID: String? = nil, extraHeaders: HeaderList = [:],
                           close: Bool = false) {
         record.log.route = problem.route ?? record.log.route
+        if let why = problem.logDetail { record.log.reason = why }
         // Every response the gateway makes carries a request id (the client's, or a new one), logged with it.
         let requestID = requestID ?? ClientInfo.requestID(from: head.headers, random: &random)
         record.log.requestID = requestID

@@ -244,6 +244,8 @@ final class ClientExchange {
                 // Only HTTP/1.1 connections read heads that can be malformed; who sent it is known.
                 record.start(AccessLog.Entry(start: now, client: client.peerAddress, proto: "HTTP/1.1"))
             }
+            // The head never parsed: the access line says why, as the answer does.
+            record.log.reason = problem.logDetail ?? problem.detail
             respond(problem, to: RequestHead(method: .GET, uri: "/", version: .http1_1, headers: [:]), close: true)
         }
     }

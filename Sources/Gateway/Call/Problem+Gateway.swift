@@ -8,12 +8,18 @@ extension Problem {
     }
 
     static func bodyTooLarge(limit: Int, route: String?) -> Problem {
-        Problem(status: 413, code: "body-too-large", title: "Request body too large",
-                detail: "the body exceeds limits.max_body_bytes (\(limit))", route: route)
+        var problem = Problem(status: 413, code: "body-too-large", title: "Request body too large",
+                              detail: "the body is larger than this gateway accepts (\(limit) bytes)", route: route)
+        problem.logDetail = "the body exceeds limits.max_body_bytes (\(limit))"
+        return problem
     }
 
-    static func headersTooLarge(_ detail: String) -> Problem {
-        Problem(status: 431, code: "headers-too-large", title: "Request header fields too large", detail: detail)
+    /// `logDetail`: the limit by its config key, for the access line only.
+    static func headersTooLarge(_ logDetail: String) -> Problem {
+        var problem = Problem(status: 431, code: "headers-too-large", title: "Request header fields too large",
+                              detail: "the request's header fields are larger than this gateway accepts")
+        problem.logDetail = logDetail
+        return problem
     }
 
     static let badTarget = Problem(status: 400, code: "bad-target", title: "Bad request target",
