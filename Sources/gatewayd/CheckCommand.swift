@@ -9,12 +9,21 @@ struct CheckCommand: ParsableCommand {
             file:line:column: key.path: message and exits 1. Warnings (a validator that makes a \
             retry condition unreachable) are printed and do not fail the check.
 
-            Example: gatewayd check -c /etc/gatewayd/gatewayd.yaml
+            Example: gatewayd check -c /etc/gatewayd/gatewayd.yaml (or gatewayd check FILE)
             """)
 
     @OptionGroup var options: ConfigOption
 
+    @Argument(help: ArgumentHelp("The config file, as -c gives it.", valueName: "file"))
+    var file: String?
+
+    func validate() throws {
+        if file != nil, options.file != nil { throw ValidationError("give the config file once: -c FILE or FILE") }
+    }
+
     func run() throws {
+        var options = options
+        if let file { options.file = file }
         let loaded = try options.load()
         for warning in loaded.warnings { print("warning: \(warning)") }
         let c = loaded.config

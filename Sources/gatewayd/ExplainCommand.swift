@@ -14,7 +14,8 @@ struct ExplainCommand: ParsableCommand {
             call, unless -H gives one. Like curl, -d sends a body with Content-Type \
             application/x-www-form-urlencoded unless a -H 'Content-Type: ...' says otherwise. \
             Exits 1 when the gateway would answer the call itself with an error (printed as \
-            the response it would send).
+            the response it would send). Secrets the config interpolates show as <redacted> \
+            unless --show-secrets is given.
 
             Example: gatewayd explain -H 'Content-Type: application/json' -d '{"keywords":"swift"}' POST /search
             """)
@@ -29,6 +30,9 @@ struct ExplainCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("The client's address, as X-Forwarded-For tells the upstream.", valueName: "ip"))
     var client = "127.0.0.1"
+
+    @Flag(help: "Print the secrets the config interpolates (${env:...}, ${file:...}); by default they show as <redacted>, as /config shows them.")
+    var showSecrets = false
 
     @Argument(help: "The request method, e.g. GET.")
     var method: String
@@ -53,7 +57,9 @@ struct ExplainCommand: ParsableCommand {
     }
 
     func run() throws {
-        let config = try options.load().config
+        let loaded = try options.load()
+        let config = loaded.config
+        let secrets = showSecrets ? [] : loaded.secrets.filter { !$0.isEmpty }
         var headerList = HeaderList()
         for header in headers {
             let colon = header.firstIndex(of: ":")!
@@ -91,12 +97,12 @@ struct ExplainCommand: ParsableCommand {
                 write("# X-Request-Id \(requestID) is generated here; each call gets its own\n")
             }
             for note in notes { write("# \(note)\n") }
-            write(request)
+            write(Self.hiding(secrets, in: request))
         case .filterAnswered(let filter, let status, let headers, let body):
             write("# filter \(filter) answers the client itself:\n")
             var text = "HTTP/1.1 \(status)\r\n"
             for field in headers { text += "\(field.name): \(field.value)\r\n" }
-            write(Array((text + "Content-Length: \(body.count)\r\n\r\n").utf8) + body)
+            write(Self.hiding(secrets, in: Array((text + "Content-Length: \(body.count)\r\n\r\n").utf8) + body))
             throw ExitCode.failure
         }
     }
@@ -105,6 +111,12 @@ struct ExplainCommand: ParsableCommand {
         write("# the gateway answers the client itself:\n")
         write(problem.wireFormat(extraHeaders: extraHeaders))
         throw ExitCode.failure
+    }
+
+    /// What is printed with each secret shown as `<redacted>`, as `/config` shows it.
+    private static func hiding(_ secrets: [String], in bytes: [UInt8]) -> [UInt8] {
+        guard !secrets.isEmpty else { return bytes }
+        return Array(secrets.reduce(String(decoding: bytes, as: UTF8.self)) { $0.replacing($1, with: "<redacted>") }.utf8)
     }
 
     private func write(_ bytes: [UInt8]) {

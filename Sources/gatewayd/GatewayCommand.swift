@@ -17,7 +17,7 @@ struct GatewayCommand: AsyncParsableCommand {
             flight get limits.drain_timeout), a second one exits at once.
 
             The admin endpoint (admin.address, 127.0.0.1:9901 in the default config) serves \
-            /healthz, /readyz, /metrics, /config, /routes, /upstreams and POST /reload.
+            /healthz, /readyz, /metrics, /config, /routes, /upstreams, /store and POST /reload.
 
             Examples:
               gatewayd run -c /etc/gatewayd/gatewayd.yaml
@@ -35,6 +35,11 @@ extension GatewayCommand {
     /// A first argument that names no command would otherwise be read as an
     /// argument of `run`, the default, and refused with run's usage.
     static func main() async {
+        // `-v` as most daemons read it (nginx -v, haproxy -v): the version, not run's usage.
+        if CommandLine.arguments.dropFirst().first == "-v" {
+            print(GatewayVersion.current)
+            Foundation.exit(0)
+        }
         let names = configuration.subcommands.compactMap { $0.configuration.commandName } + ["help"]
         if let first = CommandLine.arguments.dropFirst().first, !first.hasPrefix("-"), !names.contains(first) {
             printError("gatewayd: unknown command '\(first)'; the commands are \(names.dropLast().joined(separator: ", ")) (see gatewayd --help)")

@@ -134,6 +134,22 @@ import Testing
         #expect(bad.err.contains("3 problems found"))
         let version = try run(["--version"])
         #expect(version.out == "0.1.0\n")
+        #expect(try run(["-v"]).out == "0.1.0\n")
+        // The file as check's argument, as -c gives it.
+        let positional = try run(["check", "config/gatewayd.yaml"])
+        #expect(positional.status == 0 && positional.out == ok.out)
+        #expect(try run(["check", broken.path]).err.contains("3 problems found"))
+        #expect(try run(["--help"]).out.contains("/store"))
+    }
+
+    /// explain shows secrets as /config does, <redacted>, unless asked.
+    @Test func explainRedactsSecretsUnlessAsked() throws {
+        let arguments = ["explain", "-c", "config/examples/header-injection.yaml", "-H", "X-Api-Version: 2", "GET", "/reports/q1"]
+        let redacted = try run(arguments)
+        #expect(redacted.status == 0)
+        #expect(redacted.out.contains("X-Api-Key: <redacted>\r\n") && !redacted.out.contains("demo-reports-key"), "\(redacted.out)")
+        let shown = try run(["explain", "--show-secrets"] + arguments.dropFirst())
+        #expect(shown.out.contains("X-Api-Key: demo-reports-key\r\n"), "\(shown.out)")
     }
 
     @Test func commandLineMistakesSayWhatIsWrong() throws {

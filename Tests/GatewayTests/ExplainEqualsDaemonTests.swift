@@ -105,7 +105,7 @@ import Testing
         for sample in samples {
             let target = sample.target.replacingOccurrences(of: "{listener}", with: listener)
             let headers = ["Host: \(listener)"] + sample.headers
-            let explained = try ExplainCommandTests().run(["explain", "-c", explainConfig.path] + headers.flatMap { ["-H", $0] }
+            let explained = try ExplainCommandTests().run(["explain", "--show-secrets", "-c", explainConfig.path] + headers.flatMap { ["-H", $0] }
                 + (sample.body.map { ["-d", $0] } ?? []) + [sample.method, target])
             let shown = Self.shownBytes(explained.out)
             for h2c in sample.h2c ? [false, true] : [false] {
