@@ -50,7 +50,7 @@ struct RunCommand: AsyncParsableCommand {
 
         let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: eventLoops ?? System.coreCount)
         // systemd socket activation: listeners take the sockets bound to their addresses.
-        let server = GatewayServer(config: config, group: eventLoopGroup, logger: Logger(label: "gatewayd.access"), metrics: factory,
+        let server = GatewayServer(config: config, group: eventLoopGroup, logger: logger, metrics: factory,
                                    inheritedSockets: .fromEnvironment(ProcessInfo.processInfo.environment))
         let notifier = SystemdNotifier()
         let reloader = Reloader(file: options.config, loaded: loaded, server: server, notifier: notifier, logger: logger)

@@ -51,4 +51,47 @@ import Testing
         }
         #expect(counted == expected)
     }
+
+    /// The metrics count the events the access line counts: a try that
+    /// failed to connect is a try; a `retry.on` condition is no validator.
+    @Test func metricsCountWhatTheAccessLineCounts() async throws {
+        let metrics = TestMetrics()
+        let upstream = RecordingUpstream.counting { _, n in .respond(status: n == 1 ? 503 : 200, headers: [], body: []) }
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams:
+              dead: {url: "http://127.0.0.1:\(freeLoopbackPort())", connect_timeout: 500ms}
+              app: {url: "http://127.0.0.1:\(port)"}
+            routes:
+              - {name: dead, match: {prefix: /dead}, upstream: dead, retry: {attempts: 1}}
+              - {name: flaky, upstream: app, retry: {attempts: 2, on: [503], backoff: {strategy: immediate}}, validate: [{status: 200-599}]}
+            """, metrics: metrics)
+        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/dead"]).text == "502")
+        #expect(try metrics.expectCounter("gatewayd_upstream_tries_total", [("route", "dead"), ("upstream", "dead")]).totalValue == 1)
+        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/x"]).text == "200")
+        #expect(try metrics.expectCounter("gatewayd_upstream_tries_total", [("route", "flaky"), ("upstream", "app")]).totalValue == 2)
+        let validators = metrics.counters.filter { $0.label == "gatewayd_validator_outcomes_total" }
+        #expect(!validators.contains { $0.dimensions.contains { $0.0 == "validator" && $0.1.hasPrefix("status-") } },
+                "\(validators.map(\.dimensions))")
+    }
+
+    /// Per-try lines are the `gatewayd.tries` logger's, their numbers JSON numbers.
+    @Test func triesHaveTheirOwnLoggerAndTypedNumbers() throws {
+        let line = StructuredLogHandler.json([("logger", .string("gatewayd.tries")), ("try", StructuredLogHandler.value(.stringConvertible(2))),
+                                              ("delay_ms", StructuredLogHandler.value(.stringConvertible(25))),
+                                              ("route", StructuredLogHandler.value(.string("r")))])
+        #expect(String(decoding: line, as: UTF8.self) == #"{"logger":"gatewayd.tries","try":2,"delay_ms":25,"route":"r"}"#)
+        let gateway = try SpawnedGateway(yaml: """
+            listeners: [{address: 127.0.0.1:0}]
+            logging: {format: json}
+            upstreams: {dead: {url: "http://127.0.0.1:\(freeLoopbackPort())", connect_timeout: 500ms}}
+            routes: [{name: dead, upstream: dead, retry: {attempts: 2, backoff: {strategy: immediate}}}]
+            """)
+        defer { gateway.stop() }
+        #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(gateway.port)/x"]).text == "502")
+        let tries = { gateway.log.split(separator: "\n").filter { $0.contains(#""msg":"try""#) } }
+        #expect(eventuallyBlocking(timeout: 10) { tries().count == 2 }, "\(gateway.log)")
+        #expect(tries().allSatisfy { $0.contains(#""logger":"gatewayd.tries""#) && $0.contains(#""try":"#) && !$0.contains(#""try":""#) }, "\(tries())")
+    }
 }

@@ -32,6 +32,8 @@ extension ProxyHandler {
     func connectFailed(_ error: UpstreamError, _ token: CallMachine.Token) -> Bool {
         guard machine.connectFailed(token) else { return false }
         call?.waiter = nil
+        // A try that failed to connect is a try: the metric counts it as the access line does.
+        call?.route.metrics.tries?.increment()
         front.record.log.tries = machine.tries
         upstreamFailed(error, progress: .unsent)
         return true
@@ -92,7 +94,8 @@ extension ProxyHandler {
     /// as it is (an answer; a failure as the gateway's 502).
     func perform(_ judged: CallMachine.Judged, _ outcome: TryOutcome, _ call: Call) -> Bool {
         if let decided = judged.decided {
-            front.record.logTry(outcome, decided, decidedBy: machine.retry?.decidedBy, tries: machine.tries, context: shared)
+            front.record.logTry(outcome, decided, decidedBy: machine.retry?.decidedBy, byCondition: machine.retry?.decidedByCondition ?? false,
+                                tries: machine.tries, context: shared)
         }
         switch judged.verdict {
         case .forward:

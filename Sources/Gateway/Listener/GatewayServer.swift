@@ -84,7 +84,7 @@ public actor GatewayServer: Service {
     /// uses it instead of binding (socket activation).
     public init(
         config: GatewayConfig, group: any EventLoopGroup, modifiers: [any RequestModifier] = [],
-        validators: [any ResponseValidator] = [], logger: Logger = Logger(label: "gatewayd.access"),
+        validators: [any ResponseValidator] = [], logger: Logger = Logger(label: "gatewayd"),
         accessLines: (@Sendable ([UInt8]) -> Void)? = nil, metrics: (any MetricsFactory)? = nil,
         inheritedSockets: InheritedSockets = InheritedSockets()
     ) {
@@ -96,7 +96,7 @@ public actor GatewayServer: Service {
     /// shut down by `shutdown()`.
     public init(
         config: GatewayConfig, modifiers: [any RequestModifier] = [], validators: [any ResponseValidator] = [],
-        logger: Logger = Logger(label: "gatewayd.access"), accessLines: (@Sendable ([UInt8]) -> Void)? = nil,
+        logger: Logger = Logger(label: "gatewayd"), accessLines: (@Sendable ([UInt8]) -> Void)? = nil,
         metrics: (any MetricsFactory)? = nil, threads: Int? = nil, inheritedSockets: InheritedSockets = InheritedSockets()
     ) {
         self.init(config: config, group: MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads ?? System.coreCount)), ownsGroup: true,

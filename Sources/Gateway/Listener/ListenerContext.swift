@@ -17,8 +17,10 @@ final class ListenerContext: Sendable {
     let validatorsReadBodies: Bool
     /// Nil when `logging.access_log` is off.
     let accessLog: AccessLog?
-    /// The operational log (tries, refresh warnings).
+    /// The operational log (refresh warnings, filter failures).
     let logger: Logger
+    /// One line per judged try, under `gatewayd.tries`.
+    let tryLogger: Logger
     let metrics: GatewayMetrics
     /// `http` or `https`: what X-Forwarded-Proto says.
     let scheme: String
@@ -49,6 +51,9 @@ final class ListenerContext: Sendable {
         self.modifiers = modifiers
         self.accessLog = accessLog
         self.logger = logger
+        var tryLogger = Logger(label: "gatewayd.tries")
+        tryLogger.logLevel = logger.logLevel
+        self.tryLogger = tryLogger
     }
 }
 

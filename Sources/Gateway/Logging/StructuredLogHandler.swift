@@ -23,20 +23,30 @@ public struct StructuredLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var fields: [(String, String)] = [
-            ("ts", Self.timestamp()), ("level", event.level.rawValue), ("logger", label), ("msg", "\(event.message)"),
+        var fields: [(String, JSONValue)] = [
+            ("ts", .string(Self.timestamp())), ("level", .string(event.level.rawValue)), ("logger", .string(label)),
+            ("msg", .string("\(event.message)")),
         ]
         let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
-        for key in merged.keys.sorted() { fields.append((key, "\(merged[key]!)")) }
+        for key in merged.keys.sorted() { fields.append((key, Self.value(merged[key]!))) }
         var line = format == .json ? Self.json(fields) : Self.logfmt(fields)
         line.append(0x0A)
         // One write(2) per line: lines from several threads never interleave.
         line.withUnsafeBufferPointer { bytes in _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count) }
     }
 
-    static func json(_ fields: [(String, String)]) -> [UInt8] {
+    /// An integer or a floating-point number given as `.stringConvertible`
+    /// is a JSON number; everything else its text.
+    static func value(_ metadata: Logger.MetadataValue) -> JSONValue {
+        if case .stringConvertible(let value) = metadata, value is any BinaryInteger || (value as? Double)?.isFinite == true {
+            return .number(value.description)
+        }
+        return .string("\(metadata)")
+    }
+
+    static func json(_ fields: [(String, JSONValue)]) -> [UInt8] {
         var object = JSONObject()
-        for (key, value) in fields { object.append(key, .string(value)) }
+        for (key, value) in fields { object.append(key, value) }
         var out: [UInt8] = []
         JSONWriter.write(object, into: &out)
         return out
@@ -44,9 +54,13 @@ public struct StructuredLogHandler: LogHandler {
 
     /// `key=value`, values quoted (with `\"`, `\\` and `\n` escaped) when
     /// they hold a space, `=`, a quote or a control character.
-    static func logfmt(_ fields: [(String, String)]) -> [UInt8] {
+    static func logfmt(_ fields: [(String, JSONValue)]) -> [UInt8] {
         var out = ""
-        for (key, value) in fields {
+        for (key, field) in fields {
+            let value = switch field {
+            case .string(let text), .number(let text): text
+            default: ""
+            }
             if !out.isEmpty { out += " " }
             out += key + "="
             let plain = !value.isEmpty && value.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "=" && $0 != "\"" && $0 != "\\" && $0.value != 0x7F }

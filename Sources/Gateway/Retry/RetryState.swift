@@ -35,6 +35,8 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
     /// What decided the last try's fate: a validator's label, a retry
     /// condition, or nil when nothing in the chain spoke.
     public private(set) var decidedBy: String?
+    /// `decidedBy` is a `retry.on` condition, not a validator (the validator metric counts validators only).
+    public private(set) var decidedByCondition = false
 
     public init(
         policy: RetryPolicy?, validators: [ValidatorSpec], custom: [any ResponseValidator] = [], route: String = "",
@@ -56,6 +58,7 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
         _ outcome: TryOutcome, tries: Int, now: Instant, unixTime: Int64? = nil, random: inout some RandomNumberGenerator
     ) -> Action {
         decidedBy = nil
+        decidedByCondition = false
         var body = ParsedBody(outcome.body)
         var answers: [(ValidatorSpec.Action, String)] = []
         for validator in validators {
@@ -83,6 +86,7 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
         }
         if let condition = matchingCondition(outcome) {
             decidedBy = condition
+            decidedByCondition = true
             return retryIfAllowed(reason: condition, outcome: outcome, tries: tries, now: now, unixTime: unixTime, random: &random)
         }
         if case .failure(let error) = outcome { return .giveUp(reason: error.name) }

@@ -20,8 +20,8 @@ extension RetryState where Instant == LoopInstant {
 /// One line per try on routes with a validator chain or retries (the try's
 /// outcome, what decided, what happens next), and the metrics of the decision.
 enum TryLog {
-    static func record(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action, decidedBy: String?, try tries: Int, route: String,
-                       requestID: String, metrics: RouteMetrics, logger: Logger?) {
+    static func record(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action, decidedBy: String?, byCondition: Bool, try tries: Int,
+                       route: String, requestID: String, metrics: RouteMetrics, logger: Logger?) {
         let result: String
         switch outcome {
         case .response(let status, _, _): result = String(status)
@@ -38,7 +38,8 @@ enum TryLog {
             metrics.retried(reason: reason)
         case .refreshThenRetry: next = "refresh"
         }
-        if let decidedBy { metrics.validator(decidedBy, action: next.prefix { $0 != ":" }.description) }
+        if let decidedBy, !byCondition { metrics.validator(decidedBy, action: next.prefix { $0 != ":" }.description) }
+        // Numbers as numbers (StructuredLogHandler writes a JSON number for an integer).
         logger?.info("try", metadata: [
             "route": .string(route), "request_id": .string(requestID), "try": .stringConvertible(tries),
             "result": .string(result), "decided_by": .string(decidedBy ?? "-"), "next": .string(next),
