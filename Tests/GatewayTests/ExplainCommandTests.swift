@@ -234,6 +234,14 @@ import Testing
 
             """), "\(result.out)")
         #expect(result.out.contains("then refresh via auth POST /token, then retry"))
+        // Every endpoint of an upstream, and what a header validator checks.
+        let balanced = try run(["routes", "-c", "config/examples/load-balancing.yaml"]).out
+        #expect(balanced.contains("http://10.0.0.11:8080, http://10.0.0.12:8080 (least_request)"), "\(balanced)")
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("routes-\(getpid()).yaml")
+        try "listeners: [{address: 127.0.0.1:0}]\nroutes: [{name: r, upstream: echo, validate: [{header: {name: X-Err, present: true}, then: fail}]}]\n"
+            .write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        #expect(try run(["routes", "-c", config.path]).out.contains("routes[0].validate[0] (header X-Err present): then fail, else next"))
     }
 
     /// A prefix mapped to another keeping the rest, and a template value that

@@ -96,6 +96,15 @@ extension ConfigReader {
             label = "\(path) (status \(text))"
         case "header":
             check = readHeaderCheck(value, p)
+            if case .header(let name, let condition)? = check {
+                let what = switch condition {
+                case .present: "present"
+                case .absent: "absent"
+                case .equals(let value): "equals \"\(value)\""
+                case .matches(let pattern): "matches \(pattern.source)"
+                }
+                label = "\(path) (header \(name) \(what))"
+            }
         case "json":
             check = readJSONCheck(value, p)
             if case .json(let pointer, _)? = check { label = "\(path) (json \(pointer))" }

@@ -10,7 +10,7 @@ public enum RouteTable {
             let upstream = config.upstreams.first { $0.name == route.upstream }
             out += "routes[\(index)] \(route.name)\n"
             line(&out, "match", match(route.match))
-            line(&out, "upstream", upstream.flatMap { $0.url.map { "\(route.upstream) \($0.description)" } } ?? "\(route.upstream) (built-in echo)")
+            line(&out, "upstream", upstream.map(Self.upstream) ?? "\(route.upstream) (built-in echo)")
             if let prefix = route.prefixRewrite { line(&out, "rewrite", "prefix -> \(prefix)") }
             if let rule = route.rewrite { line(&out, "rewrite", rewrite(rule)) }
             if !route.headers.isEmpty { line(&out, "headers", headers(route.headers)) }
@@ -67,6 +67,12 @@ public enum RouteTable {
             parts.append("params " + rule.params.map { param in param.from.map { "\($0)->\(param.name)" } ?? param.name }.joined(separator: ", "))
         }
         return parts.joined(separator: "  ")
+    }
+
+    /// Its name and every endpoint (several: with how calls spread over them).
+    private static func upstream(_ upstream: UpstreamConfig) -> String {
+        let urls = upstream.endpoints.map(\.description).joined(separator: ", ")
+        return upstream.endpoints.count > 1 ? "\(upstream.name) \(urls) (\(upstream.balance.rawValue))" : "\(upstream.name) \(urls)"
     }
 
     private static func headers(_ rules: HeaderRules) -> String {
