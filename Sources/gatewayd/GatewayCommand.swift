@@ -71,6 +71,7 @@ struct ConfigOption: ParsableArguments {
             return try ConfigLoader.load(file: config)
         } catch {
             printError(error.description)
+            for warning in error.warnings { printError("warning: \(warning)") }
             printError("\(config): \(error.issues.count) problem\(error.issues.count == 1 ? "" : "s") found")
             throw ExitCode.failure
         }

@@ -98,7 +98,7 @@ import Testing
             """
         let found = issues(yaml)
         let expected = [
-            "t.yaml:2:14: listeners[0].address: expected host:port or [v6]:port, found '127.0.0.1:80800'",
+            "t.yaml:2:14: listeners[0].address: port 80800 is out of range: a port is 0 to 65535 (0: any free port)",
             "t.yaml:3:24: listeners[0].protocols[1]: expected one of http1 | h2c | h2, found 'h3'",
             "t.yaml:4:26: limits.header_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '10'",
             "t.yaml:4:44: limits.idle_timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found '1x'",
@@ -154,6 +154,8 @@ import Testing
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, headers: {set: {X: '${file:nope.txt}'}}}]", "nope.txt for ${file:nope.txt}: no such file"),
         ("listeners: [{address: 127.0.0.1:1}]\nlisteners: [{address: 127.0.0.1:1, forwarded: {trust: [10.0.0.0/33]}}]", "duplicate key"),
         ("listeners: [{address: 127.0.0.1:1, forwarded: {trust: [10.0.0.0/33]}}]", "listeners[0].forwarded.trust[0]: expected an address or CIDR range"),
+        ("listeners: [{address: 127.0.0.1:99999}]", "listeners[0].address: port 99999 is out of range: a port is 0 to 65535"),
+        ("listeners:\n\t- {address: 127.0.0.1:1}", "t.yaml:2:1: invalid YAML: a tab where YAML reads indentation; indent with spaces only"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, match: {path: /a}, rewrite: {prefix: /v2/}}]",
          "rewrite.prefix: replaces the route's match.prefix, which it has not"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, match: {prefix: /a/}, rewrite: {prefix: /v2/../x/}}]",
@@ -260,5 +262,22 @@ import Testing
         #expect(NearestName.closest(to: "max_conections", in: ["max_connections", "max_pending"]) == "max_connections")
         #expect(NearestName.closest(to: "surprise", in: ["name", "match"]) == nil)
         #expect(NearestName.closest(to: "LINK", in: ConfigReader.standardMethods) == nil, "a name that is known is no typo")
+    }
+
+    /// Warnings are not held back until the errors are fixed.
+    @Test func warningsComeWithTheErrors() {
+        do {
+            _ = try ConfigLoader.load(yaml: """
+                listeners: [{address: 127.0.0.1:1}]
+                routes:
+                  - {name: all, upstream: echo}
+                  - {name: late, upstream: echo, match: {path: /x}}
+                  - {name: bad, upstream: nope}
+                """, file: "t.yaml")
+            Issue.record("loaded")
+        } catch {
+            #expect(error.issues.map(\.description) == ["t.yaml:5:27: routes[2].upstream: unknown upstream 'nope' (declared: echo)"])
+            #expect(error.warnings.count == 1 && error.warnings[0].description.contains("routes[1]: never matched"), "\(error.warnings)")
+        }
     }
 }

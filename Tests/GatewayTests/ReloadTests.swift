@@ -41,6 +41,37 @@ import Testing
         #expect(try version(at: second) == "c")
     }
 
+    /// A listener whose protocols change on its own address: the reload is
+    /// refused saying so (not "in use by another process"), and the old
+    /// listener serves on. At start, every address that cannot be used is named.
+    @Test func whatAListenerCannotDoIsSaidForEachAddress() async throws {
+        let port = freeLoopbackPort()
+        let server = GatewayServer(config: try config([port], version: "a"), threads: 1)
+        Teardown.register { try? await server.shutdown() }
+        _ = try await server.start()
+        let changed = try ConfigLoader.load(yaml: """
+            listeners: [{address: 127.0.0.1:\(port), protocols: [h2c]}]
+            routes: [{name: vb, upstream: echo}]
+            """).config
+        do {
+            try await server.reload(changed)
+            Issue.record("the reload was taken")
+        } catch {
+            #expect("\(error)".contains("listeners[0] 127.0.0.1:\(port): its protocols or TLS changed"), "\(error)")
+        }
+        #expect(try version(at: port) == "a")
+
+        let (one, two) = (try await GatewayHarness.start("listeners: [{address: 127.0.0.1:0}]"), try await GatewayHarness.start("listeners: [{address: 127.0.0.1:0}]"))
+        let busy = GatewayServer(config: try config([one.port, freeLoopbackPort(), two.port], version: "x"), threads: 1)
+        Teardown.register { try? await busy.shutdown() }
+        do {
+            _ = try await busy.start()
+            Issue.record("started on busy ports")
+        } catch {
+            #expect("\(error)".contains("127.0.0.1:\(one.port) is already in use") && "\(error)".contains("127.0.0.1:\(two.port) is already in use"), "\(error)")
+        }
+    }
+
     @Test func portZeroListenersAreToldApartByPosition() async throws {
         let server = GatewayServer(config: try config([0, 0], version: "a"), threads: 1)
         Teardown.register { try? await server.shutdown() }

@@ -16,5 +16,8 @@ public struct ConfigIssue: Sendable, Hashable, CustomStringConvertible {
 /// Every problem a config file has, not just the first.
 public struct ConfigError: Error, Sendable, CustomStringConvertible {
     public var issues: [ConfigIssue]
+    /// What was found besides the errors, shown with them: a fix need not be
+    /// made twice to learn of a warning.
+    public var warnings: [ConfigIssue] = []
     public var description: String { issues.map(\.description).joined(separator: "\n") }
 }

@@ -24,7 +24,7 @@ public enum ConfigLoader {
         do {
             root = try Yams.compose(yaml: yaml, resolver)
         } catch let error as YamlError {
-            throw ConfigError(issues: [issue(from: error, file: file)])
+            throw ConfigError(issues: [issue(from: error, file: file, yaml: yaml)])
         } catch {
             throw ConfigError(issues: [ConfigIssue(file: file, path: "", message: "\(error)")])
         }
@@ -33,7 +33,7 @@ public enum ConfigLoader {
         }
         let reader = ConfigReader(file: file, environment: environment)
         let config = reader.readConfig(root)
-        guard reader.issues.isEmpty, let config else { throw ConfigError(issues: reader.issues) }
+        guard reader.issues.isEmpty, let config else { throw ConfigError(issues: reader.issues, warnings: reader.warnings) }
         return LoadedConfig(config: config, file: file, source: yaml, secrets: reader.secrets, warnings: reader.warnings)
     }
 
@@ -42,9 +42,15 @@ public enum ConfigLoader {
     static let resolver = try! Resolver.default.removing(.timestamp).removing(.value)
         .replacing(.bool, with: "^(?:true|True|TRUE|false|False|FALSE)$")
 
-    private static func issue(from error: YamlError, file: String) -> ConfigIssue {
+    private static func issue(from error: YamlError, file: String, yaml: String) -> ConfigIssue {
         switch error {
         case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _):
+            // libyaml's words for a tab say nothing of tabs.
+            let lines = yaml.split(separator: "\n", omittingEmptySubsequences: false)
+            if mark.line >= 1, mark.line <= lines.count, lines[mark.line - 1].prefix(max(mark.column, 1)).contains("\t") {
+                return ConfigIssue(file: file, line: mark.line, column: mark.column, path: "",
+                                   message: "invalid YAML: a tab where YAML reads indentation; indent with spaces only")
+            }
             let what = [context?.text, problem].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")
             return ConfigIssue(file: file, line: mark.line, column: mark.column, path: "", message: "invalid YAML: \(what)")
         case .duplicatedKeysInMapping(let duplicates, let context):
@@ -113,8 +119,9 @@ extension ConfigReader {
             config.defaultFilters = readFilterNames(node, "default_filters", declared: config.filters) ?? []
         }
         if let node = fields.take("routes"), let items = sequence(node, "routes") {
-            config.routes = items.enumerated().compactMap { readRoute($1, "routes[\($0)]", config: config) }
-            if config.routes.count == items.count { warnUnreachable(config.routes, nodes: items) }
+            let read = items.enumerated().map { ($0, readRoute($1, "routes[\($0)]", config: config)) }
+            config.routes = read.compactMap(\.1)
+            warnUnreachable(read.compactMap { index, route in route.map { (index, $0) } }, nodes: items)
         }
         checkAddresses(config, fields: fields)
         return config
@@ -177,7 +184,11 @@ extension ConfigReader {
     func readAddress(_ node: Node, _ path: String) -> SocketAddressSpec? {
         guard let text = string(node, path) else { return nil }
         guard let address = SocketAddressSpec.parse(text) else {
-            report(node, path, "expected host:port or [v6]:port, found '\(text)'")
+            if let port = text.split(separator: ":").last.flatMap({ Int($0) }), !(0...65535).contains(port) {
+                report(node, path, "port \(port) is out of range: a port is 0 to 65535 (0: any free port)")
+            } else {
+                report(node, path, "expected host:port or [v6]:port, found '\(text)'")
+            }
             return nil
         }
         return address

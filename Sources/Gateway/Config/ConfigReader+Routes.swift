@@ -247,11 +247,12 @@ extension ConfigReader {
 
     /// Routes are matched in order, the first match wins: a route an earlier
     /// one always takes first is never used, which is a warning.
-    func warnUnreachable(_ routes: [RouteConfig], nodes: [Node]) {
-        for (later, route) in routes.enumerated() {
-            guard let earlier = routes[..<later].firstIndex(where: { Self.covers($0.match, route.match) }) else { continue }
+    /// `routes`: those read, with their positions in the file.
+    func warnUnreachable(_ routes: [(index: Int, route: RouteConfig)], nodes: [Node]) {
+        for (position, (later, route)) in routes.enumerated() {
+            guard let (earlier, taker) = routes[..<position].first(where: { Self.covers($0.route.match, route.match) }) else { continue }
             warn(nodes[later], "routes[\(later)]",
-                 "never matched: routes[\(earlier)] (\(routes[earlier].name)) takes every request this route would (first match wins); move this route above it")
+                 "never matched: routes[\(earlier)] (\(taker.name)) takes every request this route would (first match wins); move this route above it")
         }
     }
 

@@ -150,10 +150,21 @@ public actor GatewayServer: Service {
         checkHealth(pools)
         servesEcho.withLock { $0 = config.routes.contains { $0.upstream == UpstreamConfig.echoName } }
         var addresses: [SocketAddress] = []
+        // Every listener is tried: an operator learns of each address that cannot be used, not the first.
+        var failures: [String] = []
         for (position, (listener, context)) in zip(config.listeners, contexts).enumerated() {
-            let bound = try await bind(listener, context: context)
-            listeners[ListenerKey(listener, position: position)] = bound
-            if let address = bound.channel.localAddress { addresses.append(address) }
+            do {
+                let bound = try await bind(listener, context: context)
+                listeners[ListenerKey(listener, position: position)] = bound
+                if let address = bound.channel.localAddress { addresses.append(address) }
+            } catch {
+                failures.append("\(error)")
+            }
+        }
+        guard failures.isEmpty else {
+            for bound in listeners.values { try? await bound.channel.close() }
+            listeners = [:]
+            throw StartupError(message: failures.joined(separator: "\n"))
         }
         status.set(ready: true)
         return addresses
@@ -174,6 +185,10 @@ public actor GatewayServer: Service {
                 let key = ListenerKey(listener, position: position)
                 if listeners[key] != nil {
                     kept[key] = context
+                } else if listener.address.port != 0, listeners.keys.contains(where: { $0.address == listener.address }) {
+                    // Its own socket holds the address: binding again could only say "in use".
+                    throw StartupError(message: "listeners[\(position)] \(listener.address): its protocols or TLS changed, which a reload "
+                        + "cannot apply to an address this gateway listens on (the old listener keeps serving); restart gatewayd to change them")
                 } else {
                     added[key] = try await bind(listener, context: context)
                 }
