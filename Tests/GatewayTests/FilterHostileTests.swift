@@ -12,6 +12,7 @@ import Testing
 /// | a side call with CR/LF in :path or a header            | refused (BadArgument); nothing reaches the side upstream   |
 /// | a response `content-length: 2` edit                    | ignored: the client gets the whole body and its length    |
 /// | a local response carrying transfer-encoding            | framed by the host: Content-Length only                   |
+/// | recursion with large frames (3,000 live locals, 496 deep) | a trap (compiled: a guard in bytes), 500 for its call    |
 @Suite(.ownThreads) struct FilterHostileTests {
     @Test(arguments: FilterTests.Engine.allCases) func aReentrantAllocatorFailsOnlyItsCall(_ engine: FilterTests.Engine) async throws {
         try await Teardown.scope {
@@ -98,6 +99,49 @@ import Testing
             let own = try curl(["-i", "\(gateway.base)/local"]).text
             #expect(own.hasPrefix("HTTP/1.1 200") && own.contains("x-local: yes") && own.hasSuffix("local body"), "\(own)")
             #expect(!own.lowercased().contains("transfer-encoding") && own.contains("Content-Length: 10\r\n"), "\(own)")
+        }
+    }
+
+    /// A function with 3,000 live locals recursing `depth` deep: about 24 KB a
+    /// frame compiled, 12 MiB at 496, more than an event loop's 8 MiB stack.
+    /// (`memory 2`: its loads stay within the module's two pages.)
+    static func deepRecursion(depth: Int) -> String {
+        let locals = 3000
+        var body = (0..<locals).map { "(local $l\($0) i64)" }.joined(separator: " ") + "\n"
+        // Loaded from memory the callee writes: the C compiler cannot recompute them after the call, so each frame keeps them all.
+        for i in 0..<locals { body += "i32.const \(8192 + (i % 4096) * 8) i64.load local.set $l\(i)\n" }
+        body += "i32.const 8192 local.get $n i64.extend_i32_u i64.store\n"
+        body += "local.get $n i32.eqz if i64.const 0 return end\n"
+        body += "local.get $n i32.const 1 i32.sub call $deep\n"
+        // Each folded into the call's result by a rotation: no accumulator or reassociation lets the compiler sum them first.
+        for i in 0..<locals { body += "local.get $l\(i) i64.rotl\n" }
+        return WasmFilter.wat("""
+            (func $deep (param $n i32) (result i64)
+            \(body))
+            (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+              ;; Kept: a result no one reads lets the C compiler drop the sums, and the frames with them.
+              (i64.store (i32.const 64) (call $deep (i32.const \(depth))))
+              (i32.const 0))
+            """)
+    }
+
+    @Test(arguments: FilterTests.Engine.allCases) func deepRecursionWithLargeFramesIsATrap(_ engine: FilterTests.Engine) async throws {
+        try await Teardown.scope {
+            let upstream = RecordingUpstream()
+            let port = try await upstream.start()
+            let gateway = try await GatewayHarness.start(try FilterTests.config(
+                [("deep", Self.deepRecursion(depth: 496), ""), ("sign", WasmFilter.sign, "")],
+                routes: """
+                  - {name: deep, match: {prefix: /deep}, upstream: app, filters: [deep]}
+                  - {name: fine, upstream: app, filters: [sign]}
+                """,
+                upstreams: "  app: {url: http://127.0.0.1:\(port)}", engine: engine))
+            for _ in 0..<2 {
+                let answer = try curl(["-i", "\(gateway.base)/deep"])
+                #expect(answer.text.hasPrefix("HTTP/1.1 500") && answer.text.contains("filter-failed"), "\(answer.text)")
+                #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/fine"]).text == "200")
+            }
+            #expect(upstream.requests.map(\.uri) == ["/fine", "/fine"])
         }
     }
 }

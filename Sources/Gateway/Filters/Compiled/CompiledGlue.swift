@@ -55,6 +55,8 @@ struct CompiledGlue {
     /// The glue's C source.
     var source: String {
         var c = """
+        #define _GNU_SOURCE
+        #include <pthread.h>
         #include <stdint.h>
         #include <stdlib.h>
         #include <string.h>
@@ -90,7 +92,19 @@ struct CompiledGlue {
             memcpy(wasm_rt_jmp_buf, saved, sizeof saved); wasm_rt_saved_call_stack_depth = depth; \\
         } while (0)
 
+        /* The lowest frame address a guest function may have on this thread (see RuntimePatch). */
+        _Thread_local uintptr_t gw_stack_limit;
+
+        static void gw_set_stack_limit(void) {
+          pthread_attr_t attributes;
+          void *low; size_t size;
+          if (pthread_getattr_np(pthread_self(), &attributes) != 0) return;
+          if (pthread_attr_getstack(&attributes, &low, &size) == 0) gw_stack_limit = (uintptr_t)low + (1u << 20);
+          pthread_attr_destroy(&attributes);
+        }
+
         int gw_invoke(gw_instance *i, uint32_t export, const uint64_t *a, uint64_t *result) {
+          if (!gw_stack_limit) gw_set_stack_limit();
           int trap;
           GW_TRY(trap, switch (export) {
 
@@ -117,6 +131,7 @@ struct CompiledGlue {
         for index in importStructs.indices { c += "  i->env\(index).vm = vm; i->env\(index).host = host;\n" }
         let environments = importStructs.indices.map { ", &i->env\($0)" }.joined()
         c += """
+          if (!gw_stack_limit) gw_set_stack_limit();
           int t;
           GW_TRY(t, Z_\(prefix)_instantiate(&i->guest\(environments)));
           *trap = t;
