@@ -56,9 +56,9 @@ enum FilterCompiler {
             throw Failure(description: "wasm2c wrote no header: \(error.localizedDescription)")
         }
         guard files.createFile(atPath: "\(work)/glue.c", contents: Data(glue.source.utf8)) else { throw Failure(description: "cannot write into \(work)") }
-        try RuntimePatch.apply(runtime: runtime, module: "\(work)/module.c", into: work)
-        try run(environment["CC"] ?? "cc", ["-O2", "-fPIC", "-shared", "-w", "-DWASM_RT_MEMCHECK_SIGNAL_HANDLER=0", "-I.",
-                                            "module.c", "glue.c", "wasm-rt-impl.c", "-o", "module.so"], in: work)
+        try RuntimePatch.apply(module: "\(work)/module.c")
+        try run(environment["CC"] ?? "cc", ["-O2", "-fPIC", "-shared", "-w", "-DWASM_RT_MEMCHECK_SIGNAL_HANDLER=0", "-I.", "-I\(runtime)",
+                                            "module.c", "glue.c", "\(runtime)/wasm-rt-impl.c", "-o", "module.so"], in: work)
         // Renamed into place whole: another process building the same module at once finds either none or all of it.
         guard rename("\(work)/module.so", library) == 0 else { throw Failure(description: "cannot write \(library): \(String(cString: strerror(errno)))") }
         return library
