@@ -13,6 +13,7 @@ import Testing
 /// | a response `content-length: 2` edit                    | ignored: the client gets the whole body and its length    |
 /// | a local response carrying transfer-encoding            | framed by the host: Content-Length only                   |
 /// | recursion with large frames (3,000 live locals, 496 deep) | a trap (compiled: a guard in bytes), 500 for its call    |
+/// | an endless loop in proxy_on_vm_start or proxy_on_configure | the load fails (fuel, or the 1 s start deadline), named  |
 @Suite(.ownThreads) struct FilterHostileTests {
     @Test(arguments: FilterTests.Engine.allCases) func aReentrantAllocatorFailsOnlyItsCall(_ engine: FilterTests.Engine) async throws {
         try await Teardown.scope {
@@ -142,6 +143,30 @@ import Testing
                 #expect(try curl(["-o", "/dev/null", "-w", "%{http_code}", "\(gateway.base)/fine"]).text == "200")
             }
             #expect(upstream.requests.map(\.uri) == ["/fine", "/fine"])
+        }
+    }
+
+    /// A module that never finishes starting fails its load, on both engines:
+    /// `check` says so and a reload is refused, instead of wedging either.
+    @Test(arguments: FilterTests.Engine.allCases, ["proxy_on_vm_start", "proxy_on_configure"])
+    func aStartThatNeverEndsFailsTheLoad(_ engine: FilterTests.Engine, callback: String) throws {
+        let spin = "(loop $forever (br $forever)) (i32.const 1)"
+        let module = callback == "proxy_on_configure" ? WasmFilter.wat(configure: spin, "")
+            : WasmFilter.wat("").replacingOccurrences(of: "(func (export \"proxy_on_vm_start\") (param i32 i32) (result i32) (i32.const 1))",
+                                                      with: "(func (export \"proxy_on_vm_start\") (param i32 i32) (result i32) \(spin))")
+        #expect(module.contains(spin))
+        let path = try WasmFilter.file(module)
+        do {
+            _ = try ConfigLoader.load(yaml: """
+                listeners: [{address: 127.0.0.1:0}]
+                filters:
+                  broken: {wasm: \(path)\(engine.key)\(engine == .interpreter ? ", fuel: 200000" : "")}
+                routes: [{name: r, upstream: echo, filters: [broken]}]
+                """, file: "gw.yaml")
+            Issue.record("the module loaded")
+        } catch {
+            let reason = engine == .interpreter ? "fuel exhausted" : "deadline exceeded"
+            #expect("\(error)".contains("filters.broken") && "\(error)".contains(reason), "\(error)")
         }
     }
 }

@@ -30,7 +30,10 @@ public struct FilterConfig: Sendable {
         case compiled(library: String)
     }
 
-    public static let defaultFuel: UInt64 = 50_000_000
+    /// About 10 ms of the interpreter on this project's reference machine
+    /// (~250 M fuel a second, release build): what a spinning filter may take
+    /// from the other calls on its loop (docs/filters.md).
+    public static let defaultFuel: UInt64 = 2_500_000
     public static let defaultMaxMemory = 64 << 20
 }
 

@@ -41,22 +41,26 @@ final class CompiledEngine: FilterEngine {
     /// Older ABIs take fewer arguments: only as many as the export declares are passed.
     func call(_ callback: FilterVM.Callback, _ arguments: CallbackArguments) throws -> UInt32? {
         guard let (index, arity) = callbacks[callback.rawValue] else { return nil }
-        return UInt32(truncatingIfNeeded: try run(index) { values in
+        let budget = switch callback {
+        case .initialize, .main, .start, .vmStart, .configure: CompiledInstance.startBudget
+        default: CompiledInstance.callbackBudget
+        }
+        return UInt32(truncatingIfNeeded: try run(index, budget: budget) { values in
             for position in 0..<min(arity, values.count) { values[position] = position < arguments.count ? UInt64(arguments[position]) : 0 }
         })
     }
 
     func allocate(_ size: UInt32) throws -> UInt32 {
         guard let allocator else { return 0 }
-        return UInt32(truncatingIfNeeded: try run(allocator) { $0[0] = UInt64(size) })
+        return UInt32(truncatingIfNeeded: try run(allocator, budget: CompiledInstance.callbackBudget) { $0[0] = UInt64(size) })
     }
 
     /// Export `index` with the arguments `fill` writes (on the stack: no array is made for them).
-    private func run(_ index: UInt32, _ fill: (UnsafeMutableBufferPointer<UInt64>) -> Void) throws -> UInt64 {
+    private func run(_ index: UInt32, budget: Duration, _ fill: (UnsafeMutableBufferPointer<UInt64>) -> Void) throws -> UInt64 {
         let result = withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 8) { values in
             values.initialize(repeating: 0)
             fill(values)
-            return instance.invoke(index, UnsafePointer(values.baseAddress!))
+            return instance.invoke(index, UnsafePointer(values.baseAddress!), budget: budget)
         }
         switch result {
         case .success(let value): return value

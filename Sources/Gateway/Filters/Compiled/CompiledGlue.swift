@@ -57,6 +57,7 @@ struct CompiledGlue {
         var c = """
         #define _GNU_SOURCE
         #include <pthread.h>
+        #include <time.h>
         #include <stdint.h>
         #include <stdlib.h>
         #include <string.h>
@@ -103,8 +104,26 @@ struct CompiledGlue {
           pthread_attr_destroy(&attributes);
         }
 
-        int gw_invoke(gw_instance *i, uint32_t export, const uint64_t *a, uint64_t *result) {
+        /* The callback's deadline (0: none), set by the outermost invoke; nested ones (the allocator) share it. */
+        _Thread_local int64_t gw_ticks;
+        static _Thread_local uint64_t gw_deadline;
+        static _Thread_local int gw_depth;
+
+        static uint64_t gw_now(void) {
+          struct timespec t;
+          clock_gettime(CLOCK_MONOTONIC, &t);
+          return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+        }
+
+        int gw_out_of_time(void) {
+          gw_ticks = 4096;
+          return gw_deadline != 0 && gw_now() > gw_deadline;
+        }
+
+        int gw_invoke(gw_instance *i, uint32_t export, const uint64_t *a, uint64_t *result, uint64_t budget_ns) {
           if (!gw_stack_limit) gw_set_stack_limit();
+          if (gw_depth == 0) { gw_deadline = budget_ns ? gw_now() + budget_ns : 0; gw_ticks = 4096; }
+          gw_depth++;
           int trap;
           GW_TRY(trap, switch (export) {
 
@@ -117,12 +136,13 @@ struct CompiledGlue {
         c += """
             default: break;
           });
+          gw_depth--;
           return trap;
         }
 
         static int gw_initialized;
 
-        gw_instance *gw_new(void *vm, gw_host_t host, uint32_t max_pages, int *trap) {
+        gw_instance *gw_new(void *vm, gw_host_t host, uint32_t max_pages, uint64_t budget_ns, int *trap) {
           if (!gw_initialized) { wasm_rt_init(); Z_\(prefix)_init_module(); gw_initialized = 1; }
           gw_instance *i = calloc(1, sizeof *i);
           if (!i) { *trap = -1; return 0; }
@@ -132,8 +152,11 @@ struct CompiledGlue {
         let environments = importStructs.indices.map { ", &i->env\($0)" }.joined()
         c += """
           if (!gw_stack_limit) gw_set_stack_limit();
+          if (gw_depth == 0) { gw_deadline = gw_now() + budget_ns; gw_ticks = 4096; }
+          gw_depth++;
           int t;
           GW_TRY(t, Z_\(prefix)_instantiate(&i->guest\(environments)));
+          gw_depth--;
           *trap = t;
           if (t) return i;
           wasm_rt_memory_t *memory = Z_\(prefix)Z_memory(&i->guest);

@@ -8,8 +8,8 @@ final class CompiledInstance {
     /// What each import calls: the VM, the import's index, its arguments;
     /// writes the result, returns nonzero to trap.
     typealias Host = @convention(c) (UnsafeMutableRawPointer?, UInt32, UnsafePointer<UInt64>?, UInt32, UnsafeMutablePointer<UInt64>?) -> Int32
-    private typealias New = @convention(c) (UnsafeMutableRawPointer?, Host, UInt32, UnsafeMutablePointer<Int32>?) -> OpaquePointer?
-    private typealias Invoke = @convention(c) (OpaquePointer?, UInt32, UnsafePointer<UInt64>?, UnsafeMutablePointer<UInt64>?) -> Int32
+    private typealias New = @convention(c) (UnsafeMutableRawPointer?, Host, UInt32, UInt64, UnsafeMutablePointer<Int32>?) -> OpaquePointer?
+    private typealias Invoke = @convention(c) (OpaquePointer?, UInt32, UnsafePointer<UInt64>?, UnsafeMutablePointer<UInt64>?, UInt64) -> Int32
     private typealias MemoryOf = @convention(c) (OpaquePointer?, UnsafeMutablePointer<UInt64>?) -> UnsafeMutablePointer<UInt8>?
     private typealias Free = @convention(c) (OpaquePointer?) -> Void
 
@@ -58,7 +58,7 @@ final class CompiledInstance {
     /// Instantiates the module; `context` is handed back to `host` on each import's call.
     func start(context: UnsafeMutableRawPointer, host: Host, maxMemory: Int) throws(FilterCompiler.Failure) {
         var trap: Int32 = 0
-        instance = new(context, host, UInt32(clamping: maxMemory / 65536), &trap)
+        instance = new(context, host, UInt32(clamping: maxMemory / 65536), UInt64(Self.startBudget.nanosecondCount), &trap)
         guard instance != nil else { throw FilterCompiler.Failure(description: "cannot be instantiated: out of memory") }
         if trap != 0 {
             throw FilterCompiler.Failure(description: trap == -2 ? "max_memory reached (\(maxMemory) bytes)" : "cannot be instantiated: \(Self.reason(trap))")
@@ -70,11 +70,17 @@ final class CompiledInstance {
         dlclose(handle)
     }
 
-    /// Runs export `index`: its result, or the trap's code.
-    func invoke(_ index: UInt32, _ arguments: UnsafePointer<UInt64>) -> Result<UInt64, Trap> {
+    /// How long a callback may run (compiled code has no fuel): a call's and
+    /// a tick's, and the start's (instantiation, `_initialize`,
+    /// `proxy_on_vm_start`, `proxy_on_configure`), which may do more once.
+    static let callbackBudget = Duration.milliseconds(10)
+    static let startBudget = Duration.seconds(1)
+
+    /// Runs export `index` within `budget`: its result, or the trap's code.
+    func invoke(_ index: UInt32, _ arguments: UnsafePointer<UInt64>, budget: Duration) -> Result<UInt64, Trap> {
         guard let instance else { return .failure(Trap(code: -1)) }
         var result: UInt64 = 0
-        let trap = invokeExport(instance, index, arguments, &result)
+        let trap = invokeExport(instance, index, arguments, &result, UInt64(budget.nanosecondCount))
         return trap == 0 ? .success(result) : .failure(Trap(code: trap))
     }
 
@@ -101,6 +107,7 @@ final class CompiledInstance {
         case 6: "trap: indirect call type mismatch"
         case 7: "trap: uncaught exception"
         case 8: "trap: call stack exhausted"
+        case 100: "deadline exceeded: the callback ran past its time"
         default: "trap \(code)"
         }
     }

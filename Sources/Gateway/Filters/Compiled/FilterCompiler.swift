@@ -12,7 +12,7 @@ enum FilterCompiler {
     }
 
     /// Bumped when the glue changes, so objects built with an older one are not used.
-    private static let glueVersion = 2
+    private static let glueVersion = 3
 
     /// The shared object for `bytes`, built if it is not in the cache.
     static func library(for bytes: [UInt8], environment: [String: String] = ProcessInfo.processInfo.environment) throws(Failure) -> String {
