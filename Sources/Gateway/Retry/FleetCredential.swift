@@ -32,12 +32,30 @@ struct FleetCredential: Sendable {
         return 1
         """)
 
-    private enum Turn {
+    enum Turn: Equatable {
         case have(String)
         case refresh
         case wait
         /// The store did not answer: this process refreshes alone.
         case alone
+        /// The store's credential is no header value (`bytes` long): refreshed alone, logged.
+        case refused(bytes: Int)
+    }
+
+    /// The claim script's reply read: whoever can write the key wrote the
+    /// credential, so it is checked as a captured value is.
+    static func turn(from reply: RedisValue) -> Turn {
+        guard case .array(let parts) = reply, case .string(let word)? = parts.first else { return .alone }
+        switch (String(decoding: word, as: UTF8.self), parts.count) {
+        case ("have", 2):
+            guard case .string(let bytes) = parts[1] else { return .alone }
+            let value = String(decoding: bytes, as: UTF8.self)
+            guard bytes.count <= maxValueBytes, HeaderList.isValidValue(value) else { return .refused(bytes: bytes.count) }
+            return .have(value)
+        case ("refresh", 1): return .refresh
+        case ("wait", 1): return .wait
+        default: return .alone
+        }
     }
 
     /// The credential newer than `used` (nil: none yet), by the fleet's
@@ -50,23 +68,13 @@ struct FleetCredential: Sendable {
         let (lockMs, keptMs) = (String(Int(Self.lockTime.seconds * 1000)), String(Int(Self.kept.seconds * 1000)))
         @Sendable func ask() -> EventLoopFuture<String> {
             Self.claim.run(on: store, keys: keys, arguments: [used ?? "", lock, lockMs]).hop(to: loop)
-                .map { reply -> Turn in
-                    guard case .array(let parts) = reply, case .string(let word)? = parts.first else { return .alone }
-                    switch (String(decoding: word, as: UTF8.self), parts.count) {
-                    case ("have", 2):
-                        guard case .string(let bytes) = parts[1] else { return .alone }
-                        // Whoever can write the key wrote this: checked as a captured value is, else refreshed here.
-                        let value = String(decoding: bytes, as: UTF8.self)
-                        guard bytes.count <= Self.maxValueBytes, HeaderList.isValidValue(value) else {
-                            store.logger.error("store: the fleet's credential under \(keys[0]) is not a valid header value; refreshing here instead",
-                                               metadata: ["bytes": .stringConvertible(bytes.count)])
-                            return .alone
-                        }
-                        return .have(value)
-                    case ("refresh", 1): return .refresh
-                    case ("wait", 1): return .wait
-                    default: return .alone
+                .map { reply in
+                    let turn = Self.turn(from: reply)
+                    if case .refused(let bytes) = turn {
+                        store.logger.error("store: the fleet's credential under \(keys[0]) is not a valid header value; refreshing here instead",
+                                           metadata: ["bytes": .stringConvertible(bytes)])
                     }
+                    return turn
                 }
                 .recover { _ in .alone }
                 .flatMap { turn in
@@ -75,7 +83,7 @@ struct FleetCredential: Sendable {
                         return loop.makeSucceededFuture(value)
                     case .wait where NIODeadline.now() < deadline:
                         return loop.scheduleTask(in: .milliseconds(50)) {}.futureResult.flatMap { ask() }
-                    case .wait, .alone:
+                    case .wait, .alone, .refused:
                         return perform.value()
                     case .refresh:
                         let refreshed = perform.value()

@@ -86,13 +86,20 @@ final class FleetRateLimit: Sendable {
         return promise.futureResult
     }
 
+    /// The script's reply, `{tokens leased, milliseconds to the next}`, read
+    /// as bounded counts (the store is untrusted input); nil for any other shape.
+    static func grant(from reply: RedisValue) -> (got: Int, wait: Double)? {
+        guard case .array(let values) = reply, values.count == 2, let got = values[0].count, let waitMs = values[1].count else { return nil }
+        return (got, Double(waitMs) / 1000)
+    }
+
     private func send(_ refill: FleetLease.Refill, key: String, hash: Int) {
         let arguments = [String(config.rate), String(config.capacity), String(refill.charged), String(refill.wanted)]
         Self.script.run(on: store, keys: [prefix + key], arguments: arguments).whenComplete { result in
             let now = Double(NIODeadline.now().uptimeNanoseconds) / 1e9
             let waiting = self.state.withLock { state in
-                if case .success(.array(let values)) = result, values.count == 2, let got = values[0].count, let waitMs = values[1].count {
-                    state.byKey[hash]?.granted(refill, got: got, wait: Double(waitMs) / 1000, now: now)
+                if case .success(let reply) = result, let (got, wait) = Self.grant(from: reply) {
+                    state.byKey[hash]?.granted(refill, got: got, wait: wait, now: now)
                 } else {
                     state.byKey[hash]?.failed(refill)
                 }
