@@ -26,6 +26,9 @@ final class Tunnel {
     private(set) var bytesFromUpstream = 0
     private var lastActivity = NIODeadline.now()
     private var ended: ((Tunnel) -> Void)?
+    /// The idle watch's next wake-up: cancelled when the tunnel closes, so a
+    /// closed tunnel leaves no timer (with its closure) in its loop's queue.
+    private var idleCheck: Scheduled<Void>?
 
     init(client: any TunnelEnd, upstream: any TunnelEnd, idleTimeout: TimeAmount, on eventLoop: any EventLoop,
          ended: @escaping (Tunnel) -> Void) {
@@ -69,11 +72,12 @@ final class Tunnel {
         ends.upstream.flushTunnel()
         ends.client.closeTunnel()
         ends.upstream.closeTunnel()
+        idleCheck.take()?.cancel()
         ended.take()?(self)
     }
 
     private func watchIdle(_ idleTimeout: TimeAmount, on eventLoop: any EventLoop) {
-        eventLoop.assumeIsolated().scheduleTask(deadline: lastActivity + idleTimeout) { [weak self] in
+        idleCheck = eventLoop.assumeIsolated().scheduleTask(deadline: lastActivity + idleTimeout) { [weak self] in
             guard let self, !isClosed else { return }
             if NIODeadline.now() - lastActivity >= idleTimeout { return close() }
             watchIdle(idleTimeout, on: eventLoop)
