@@ -17,16 +17,17 @@ struct GatewayCommand: AsyncParsableCommand {
             flight get limits.drain_timeout), a second one exits at once.
 
             The admin endpoint (admin.address, 127.0.0.1:9901 in the default config) serves \
-            /healthz, /readyz, /metrics, /config, /routes, /upstreams, /store and POST /reload.
+            /healthz, /readyz, /metrics, /config, /routes, /upstreams, /store, /openapi.json and POST /reload.
 
             Examples:
               gatewayd run -c /etc/gatewayd/gatewayd.yaml
               gatewayd check -c gatewayd.yaml
               gatewayd explain -d 'keywords=swift' POST /search
               gatewayd routes
+              gatewayd openapi --format yaml
             """,
         version: GatewayVersion.current,
-        subcommands: [RunCommand.self, CheckCommand.self, ExplainCommand.self, RoutesCommand.self],
+        subcommands: [RunCommand.self, CheckCommand.self, ExplainCommand.self, RoutesCommand.self, OpenAPICommand.self],
         defaultSubcommand: RunCommand.self
     )
 }

@@ -56,7 +56,9 @@ struct RunCommand: AsyncParsableCommand {
         let reloader = Reloader(file: options.config, loaded: loaded, server: server, notifier: notifier, logger: logger)
         let admin = AdminServer(endpoints: .init(
             status: server.status, metrics: { MetricHelp.adding(to: registry.emitToBuffer()) }, config: { reloader.redactedConfig },
-            routes: { RouteTable.describe(reloader.current) }, upstreams: { server.upstreamsJSON() }, store: { server.storeJSON() }, reload: { await reloader.reload(trigger: "POST /reload") },
+            routes: { RouteTable.describe(reloader.current) }, upstreams: { server.upstreamsJSON() }, store: { server.storeJSON() },
+            openapi: { [file = options.config] in OpenAPIDocument.json(reloader.current, file: file) },
+            reload: { await reloader.reload(trigger: "POST /reload") },
             token: { reloader.current.admin?.token }))
         let operatorSignals = await UnixSignalsSequence(trapping: .sighup, .sigusr1)
         var services: [any Service] = [SignalService(operatorSignals: operatorSignals, reloader: reloader, server: server, logger: logger)]

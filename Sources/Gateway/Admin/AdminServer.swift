@@ -20,6 +20,8 @@ public final class AdminServer: Sendable {
         public var upstreams: @Sendable () -> String
         /// The store's address and state (up, down and why), as JSON.
         public var store: @Sendable () -> String
+        /// The running config's OpenAPI document, as JSON.
+        public var openapi: @Sendable () -> [UInt8]
         public var reload: @Sendable () async -> ReloadOutcome
         /// The running config's `admin.token` (a reload may change it).
         public var token: @Sendable () -> String?
@@ -27,6 +29,7 @@ public final class AdminServer: Sendable {
         public init(status: ServingStatus, metrics: @escaping @Sendable () -> [UInt8], config: @escaping @Sendable () -> String,
                     routes: @escaping @Sendable () -> String, upstreams: @escaping @Sendable () -> String,
                     store: @escaping @Sendable () -> String = { "null" },
+                    openapi: @escaping @Sendable () -> [UInt8] = { Array("{}".utf8) },
                     reload: @escaping @Sendable () async -> ReloadOutcome,
                     token: @escaping @Sendable () -> String?) {
             self.status = status
@@ -35,6 +38,7 @@ public final class AdminServer: Sendable {
             self.routes = routes
             self.upstreams = upstreams
             self.store = store
+            self.openapi = openapi
             self.reload = reload
             self.token = token
         }
@@ -95,7 +99,7 @@ private final class AdminHandler: ChannelInboundHandler {
 
     private func serve(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
         let path = String(head.uri.prefix { $0 != "?" })
-        if ["/config", "/routes", "/upstreams", "/store", "/reload"].contains(path), let token = endpoints.token(), !Self.authorized(head, token: token) {
+        if ["/config", "/routes", "/upstreams", "/store", "/openapi.json", "/reload"].contains(path), let token = endpoints.token(), !Self.authorized(head, token: token) {
             return respond(401, Problem.contentType, Problem.unauthorized.json, to: head, context: context,
                            extra: [("WWW-Authenticate", #"Bearer realm="gatewayd admin""#)])
         }
@@ -115,6 +119,8 @@ private final class AdminHandler: ChannelInboundHandler {
             respond(200, "application/json", Array(endpoints.upstreams().utf8), to: head, context: context)
         case (.GET, "/store"):
             respond(200, "application/json", Array(endpoints.store().utf8), to: head, context: context)
+        case (.GET, "/openapi.json"):
+            respond(200, "application/json", endpoints.openapi(), to: head, context: context)
         case (.POST, "/reload"):
             let promise = context.eventLoop.makePromise(of: ReloadOutcome.self)
             promise.completeWithTask { [endpoints] in await endpoints.reload() }
@@ -127,12 +133,13 @@ private final class AdminHandler: ChannelInboundHandler {
                     respond(422, Problem.contentType, problem.json, to: head, context: context)
                 }
             }
-        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/routes"), (_, "/upstreams"), (_, "/store"), (_, "/reload"):
+        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/routes"), (_, "/upstreams"), (_, "/store"), (_, "/openapi.json"),
+             (_, "/reload"):
             let allowed = path == "/reload" ? "POST" : path == "/healthz" || path == "/readyz" ? "GET, HEAD" : "GET"
             let problem = Problem.methodNotAllowed("\(head.method.rawValue) \(path): use \(path == "/reload" ? "POST" : "GET")")
             respond(405, Problem.contentType, problem.json, to: head, context: context, extra: [("Allow", allowed)])
         default:
-            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes /upstreams /store, POST /reload")
+            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes /upstreams /store /openapi.json, POST /reload")
             respond(404, Problem.contentType, problem.json, to: head, context: context)
         }
     }

@@ -17,6 +17,8 @@ public struct GatewayConfig: Sendable {
     public var defaultFilters: [String] = []
     /// `store`: the state a fleet of gatewayd processes shares (`scope: fleet`).
     public var store: StoreConfig?
+    /// `openapi`: the generated document's own description.
+    public var openapi = OpenAPIConfig()
 
     public init(
         listeners: [ListenerConfig], admin: AdminConfig? = nil, limits: Limits = Limits(),

@@ -1,0 +1,181 @@
+import Rewriter
+
+/// A config's routes as their clients see them, as an OpenAPI 3.1 document
+/// (docs/openapi.md): paths and methods from `match`, the convenience
+/// parameters from `rewrite.params` (client-side names, types, required,
+/// defaults; constants left out), and every problem the gateway may answer
+/// with instead of the upstream. Built as a JSON value in a fixed order, so
+/// the same config gives the same bytes.
+public enum OpenAPIDocument {
+    /// `file`: the config's path (its name is the default title).
+    public static func make(_ config: GatewayConfig, file: String) -> JSONValue {
+        var document = JSONObject()
+        document.append("openapi", .string("3.1.0"))
+        var info = JSONObject()
+        let name = file.split(separator: "/").last.map(String.init) ?? file
+        info.append("title", .string(config.openapi.title ?? name))
+        info.append("version", .string(config.openapi.version ?? GatewayVersion.current))
+        if let description = config.openapi.description { info.append("description", .string(description)) }
+        document.append("info", .object(info))
+        document.append("servers", .array(servers(config).map { .object(JSONObject(["url": .string($0)])) }))
+        var paths = JSONObject()
+        for route in config.routes {
+            let (key, isPrefix) = pathKey(route.match.path)
+            var item = paths[key].flatMap { if case .object(let o) = $0 { o } else { nil } } ?? JSONObject()
+            if isPrefix, item["x-gatewayd-prefix"] == nil { item.append("x-gatewayd-prefix", .bool(true)) }
+            let methods = route.match.methods ?? Self.anyMethod
+            for method in methods {
+                let verb = method.lowercased()
+                // A method OpenAPI 3.1 has no operation for (PROPFIND), or one an earlier route already takes: not described.
+                guard Self.operationMethods.contains(verb), item[verb] == nil else { continue }
+                let id = methods.count == 1 ? route.name : "\(route.name)-\(verb)"
+                item.append(verb, .object(operation(route, method: method, id: id, config: config)))
+            }
+            if let index = paths.index(forKey: key) { paths.setValue(.object(item), at: index) } else { paths.append(key, .object(item)) }
+        }
+        document.append("paths", .object(paths))
+        document.append("components", .object(components))
+        return .object(document)
+    }
+
+    /// The document as JSON, one line.
+    public static func json(_ config: GatewayConfig, file: String) -> [UInt8] {
+        JSONWriter.bytes(make(config, file: file)) + [UInt8(ascii: "\n")]
+    }
+
+    static let operationMethods: Set<String> = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]
+    /// A route without `methods` takes every method; these are the ones a client calls.
+    static let anyMethod = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    /// Methods whose convenience parameters arrive in the query string (`from: auto`).
+    static let queryMethods: Set<String> = ["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"]
+
+    private static func servers(_ config: GatewayConfig) -> [String] {
+        if !config.openapi.servers.isEmpty { return config.openapi.servers }
+        return config.listeners.map { listener in
+            let host = listener.address.host == "0.0.0.0" || listener.address.host == "::" ? "localhost" : listener.address.host
+            let authority = SocketAddressSpec(host: host, port: listener.address.port).description
+            return "\(listener.tls == nil ? "http" : "https")://\(authority)"
+        }
+    }
+
+    /// The path item's key: a pattern's template as it is; a prefix (which
+    /// OpenAPI cannot express) as the prefix itself, marked `x-gatewayd-prefix`.
+    private static func pathKey(_ path: RouteMatch.Path) -> (String, Bool) {
+        switch path {
+        case .any: ("/", true)
+        case .exact(let path): (path, false)
+        case .prefix(let prefix): (prefix, true)
+        case .pattern(let pattern): (pattern.source, false)
+        }
+    }
+
+    private static func operation(_ route: RouteConfig, method: String, id: String, config: GatewayConfig) -> JSONObject {
+        var operation = JSONObject()
+        operation.append("operationId", .string(id))
+        operation.append("summary", .string("route \(route.name) -> upstream \(route.upstream)"))
+        var parameters: [JSONValue] = []
+        if case .pattern(let pattern) = route.match.path {
+            for name in pattern.captureNames {
+                parameters.append(.object(JSONObject(["name": .string(name), "in": .string("path"), "required": .bool(true),
+                                                      "schema": .object(JSONObject(["type": .string("string")]))])))
+            }
+        }
+        let inputs = Inputs(route: route, method: method)
+        if inputs.inQuery {
+            for property in inputs.properties {
+                var parameter = JSONObject(["name": .string(property.name), "in": .string("query")])
+                if property.required { parameter.append("required", .bool(true)) }
+                parameter.append("schema", .object(property.schema))
+                parameters.append(.object(parameter))
+            }
+        }
+        if !parameters.isEmpty { operation.append("parameters", .array(parameters)) }
+        if let body = inputs.requestBody { operation.append("requestBody", .object(body)) }
+        operation.append("responses", .object(responses(route, method: method, inputs: inputs, config: config)))
+        return operation
+    }
+
+    /// The answers: the upstream's (`default`, or `101` for an upgrade), then
+    /// each status the gateway may answer itself, with the problem types it uses.
+    private static func responses(_ route: RouteConfig, method: String, inputs: Inputs, config: GatewayConfig) -> JSONObject {
+        var responses = JSONObject()
+        if !route.upgrade.isEmpty {
+            responses.append("101", .object(JSONObject(["description": .string("Switched to \(route.upgrade.joined(separator: ", ")): the connection is a tunnel")])))
+        }
+        var problems: [(status: Int, codes: [String], headers: JSONObject)] = []
+        func add(_ status: Int, _ codes: [String], headers: JSONObject = JSONObject()) { problems.append((status, codes, headers)) }
+        var bad = ["bad-target", "malformed-request"]
+        if route.rewrite != nil { bad += ["invalid-json", "not-an-object", "invalid-query", "missing-parameter", "invalid-parameter"] }
+        if !route.upgrade.isEmpty { bad.append("upgrade-not-allowed") }
+        add(400, bad)
+        if route.match.methods != nil {
+            add(405, ["method-not-allowed"], headers: JSONObject(["Allow": header("The methods the path takes", schema: ["type": .string("string")])]))
+        }
+        if inputs.takesBody {
+            add(408, ["body-timeout"])
+            add(413, ["body-too-large"])
+            if route.rewrite != nil { add(415, ["unsupported-body"]) }
+        }
+        add(431, ["headers-too-large"])
+        if route.rateLimit != nil {
+            let integer: [String: JSONValue] = ["type": .string("integer")]
+            add(429, ["rate-limited"], headers: JSONObject([
+                "RateLimit": header("IETF RateLimit fields: remaining calls and seconds to the reset", schema: ["type": .string("string")]),
+                "RateLimit-Policy": header("The route's policy: calls per window", schema: ["type": .string("string")]),
+                "Retry-After": header("Seconds until a call may succeed", schema: integer),
+            ]))
+        }
+        if !config.filters(of: route).isEmpty { add(500, ["filter-failed"]) }
+        var upstream = ["upstream-connect-failure", "upstream-reset", "upstream-refused-stream"]
+        if !route.validate.isEmpty { upstream.append("validator-failed") }
+        if route.validate.contains(where: { [$0.then, $0.otherwise].contains { if case .refresh = $0 { true } else { false } } }) {
+            upstream.append("refresh-failed")
+        }
+        add(502, upstream)
+        add(503, ["upstream-overloaded"], headers: JSONObject(["Retry-After": header("Seconds until a call may succeed", schema: ["type": .string("integer")])]))
+        add(504, ["deadline", "upstream-timeout"])
+        for (status, codes, headers) in problems {
+            var response = JSONObject()
+            response.append("description", .string(codes.joined(separator: ", ") + " (the gateway's own answer; the upstream may answer \(status) too)"))
+            if !headers.isEmpty { response.append("headers", .object(headers)) }
+            let types = codes.map { JSONValue.string("urn:gatewayd:problem:\($0)") }
+            let schema: JSONValue = .object(JSONObject(["allOf": .array([
+                .object(JSONObject(["$ref": .string("#/components/schemas/Problem")])),
+                .object(JSONObject(["properties": .object(JSONObject(["type": .object(JSONObject(["enum": .array(types)]))]))])),
+            ])]))
+            // The upstream's own answer with this status is what the upstream sends.
+            response.append("content", .object(JSONObject([
+                Problem.contentType: .object(JSONObject(["schema": schema])),
+                "*/*": .object(JSONObject(["schema": .object(JSONObject())])),
+            ])))
+            responses.append(String(status), .object(response))
+        }
+        responses.append("default", .object(JSONObject([
+            "description": .string("The upstream's answer, its status and body as the upstream sent them"),
+            "content": .object(JSONObject(["*/*": .object(JSONObject(["schema": .object(JSONObject())]))])),
+        ])))
+        return responses
+    }
+
+    private static func header(_ description: String, schema: [String: JSONValue]) -> JSONValue {
+        .object(JSONObject(["description": .string(description), "schema": .object(JSONObject(schema.sorted { $0.key < $1.key }.map { .init(key: $0.key, value: $0.value) }))]))
+    }
+
+    /// RFC 9457's problem details, as the gateway writes them.
+    static var components: JSONObject {
+        let string: JSONValue = .object(JSONObject(["type": .string("string")]))
+        let problem = JSONObject([
+            "type": .string("object"),
+            "required": .array(["type", "title", "status", "detail"].map(JSONValue.string)),
+            "properties": .object(JSONObject([
+                "type": .object(JSONObject(["type": .string("string"), "format": .string("uri")])),
+                "title": string,
+                "status": .object(JSONObject(["type": .string("integer")])),
+                "detail": string,
+                "route": string,
+                "trace_id": string,
+            ])),
+        ])
+        return JSONObject(["schemas": .object(JSONObject(["Problem": .object(problem)]))])
+    }
+}
