@@ -101,4 +101,78 @@ import Testing
         #expect(try Self.validate(served.out) == nil)
         #expect(served.text.contains(#""operationId":"echoed-get""#))
     }
+
+    struct Call: Sendable, CustomTestStringConvertible {
+        var method: String
+        var path: String
+        var query: [(String, String)] = []
+        var contentType: String?
+        var body: String?
+        /// The document allows the request (else it forbids it, and the gateway refuses it with a documented problem).
+        var allowed: Bool
+        var testDescription: String { "\(method) \(path)" }
+    }
+
+    /// Calls to the default config's routes, as clients make them.
+    static let calls: [Call] = [
+        Call(method: "POST", path: "/search", contentType: "application/json",
+             body: #"{"keywords":"swift nio","sort":"stars","since":"2024-05-01T00:00:00Z"}"#, allowed: true),
+        Call(method: "POST", path: "/search", contentType: "application/x-www-form-urlencoded", body: "keywords=swift", allowed: true),
+        Call(method: "GET", path: "/search", query: [("keywords", "a b"), ("order", "asc")], allowed: true),
+        Call(method: "GET", path: "/search", allowed: false),
+        Call(method: "POST", path: "/search", contentType: "application/json", body: #"{"sort":"stars"}"#, allowed: false),
+        Call(method: "POST", path: "/search", contentType: "application/json", body: #"{"keywords":"a","since":"yesterday"}"#, allowed: false),
+        Call(method: "POST", path: "/orders", contentType: "application/json", body: #"{"item":"A-1","qty":"2","gift":true}"#, allowed: true),
+        Call(method: "POST", path: "/orders", contentType: "application/json", body: #"{"item":"A-1","qty":"two"}"#, allowed: false),
+        Call(method: "GET", path: "/users/42/posts", query: [("tag", "a")], allowed: true),
+        // A match.prefix route (/api/) is listed as its prefix, x-gatewayd-prefix: OpenAPI has no prefix to call.
+    ]
+
+    /// Real calls through the daemon on both protocols, each request and
+    /// answer validated against the document by openapi-core: what the
+    /// document allows is served, what it forbids is refused with a
+    /// documented problem, and every answer is one the document describes.
+    @Test(arguments: [false, true])
+    func realCallsMatchTheDocument(h2c: Bool) async throws {
+        try await Teardown.scope {
+            let yaml = try String(contentsOf: Self.root.appendingPathComponent("config/gatewayd.yaml"), encoding: .utf8)
+                .replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:0")
+            let config = try ConfigLoader.load(yaml: yaml, file: "gatewayd.yaml").config
+            let gateway = try await GatewayHarness.start(yaml)
+            var pairs: [JSONValue] = []
+            for call in Self.calls {
+                let query = call.query.map { "\($0.0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)=\($0.1.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }
+                    .joined(separator: "&")
+                var arguments = (h2c ? ["--http2-prior-knowledge"] : ["--http1.1"]) + ["-X", call.method, "-w", "\u{1}%{http_code}\u{1}%{content_type}"]
+                if let type = call.contentType { arguments += ["-H", "Content-Type: \(type)"] }
+                if let body = call.body { arguments += ["--data-binary", body] }
+                arguments.append(gateway.base + call.path + (query.isEmpty ? "" : "?" + query))
+                let parts = try curl(arguments).text.components(separatedBy: "\u{1}")
+                try #require(parts.count == 3, "\(call.testDescription): \(parts)")
+                let answered = Int(parts[1]) ?? 0
+                #expect(call.allowed ? answered < 400 : [400, 415].contains(answered), "\(call.testDescription): \(parts)")
+                pairs.append(.object(JSONObject([
+                    "method": .string(call.method), "path": .string(call.path),
+                    "query": .object(JSONObject(call.query.map { .init(key: $0.0, value: .string($0.1)) })),
+                    "content_type": call.contentType.map(JSONValue.string) ?? .null, "body": call.body.map(JSONValue.string) ?? .null,
+                    "status": .number(parts[1]), "response_content_type": .string(parts[2].split(separator: ";").first.map(String.init) ?? ""),
+                    "response_body": .string(parts[0]),
+                ])))
+            }
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-pairs-\(getpid())-\(h2c)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            try Data(OpenAPIDocument.json(config, file: "gatewayd.yaml")).write(to: directory.appendingPathComponent("document.json"))
+            try Data(JSONWriter.bytes(.array(pairs))).write(to: directory.appendingPathComponent("pairs.json"))
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers/openapi_pairs.py").path
+            let verdicts = try runPeer(OTLPReceiver.python, [script, directory.appendingPathComponent("document.json").path,
+                                                             directory.appendingPathComponent("pairs.json").path])
+            let lines = verdicts.text.split(separator: "\n").map(String.init)
+            try #require(lines.count == Self.calls.count, "\(verdicts.text)\(verdicts.err)")
+            for (call, line) in zip(Self.calls, lines) {
+                #expect(line.hasPrefix(call.allowed ? "request ok" : "request invalid"), "\(call.testDescription): \(line)")
+                #expect(line.hasSuffix("| response ok"), "\(call.testDescription): \(line)")
+            }
+        }
+    }
 }

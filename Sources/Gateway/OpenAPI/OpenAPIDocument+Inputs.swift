@@ -26,7 +26,7 @@ extension OpenAPIDocument {
                 inQuery = false
                 takesBody = !OpenAPIDocument.queryMethods.contains(method)
                 // A pass-through route forwards any body byte for byte.
-                requestBody = takesBody ? JSONObject(["content": .object(JSONObject(["*/*": .object(JSONObject(["schema": .object(JSONObject())]))]))]) : nil
+                requestBody = takesBody ? JSONObject(["content": .object(JSONObject(["*/*": .object(JSONObject())]))]) : nil
                 return
             }
             var properties: [Property] = []

@@ -143,16 +143,16 @@ public enum OpenAPIDocument {
                 .object(JSONObject(["$ref": .string("#/components/schemas/Problem")])),
                 .object(JSONObject(["properties": .object(JSONObject(["type": .object(JSONObject(["enum": .array(types)]))]))])),
             ])]))
-            // The upstream's own answer with this status is what the upstream sends.
+            // The upstream's own answer with this status is what the upstream sends: any media, no schema.
             response.append("content", .object(JSONObject([
                 Problem.contentType: .object(JSONObject(["schema": schema])),
-                "*/*": .object(JSONObject(["schema": .object(JSONObject())])),
+                "*/*": .object(JSONObject()),
             ])))
             responses.append(String(status), .object(response))
         }
         responses.append("default", .object(JSONObject([
             "description": .string("The upstream's answer, its status and body as the upstream sent them"),
-            "content": .object(JSONObject(["*/*": .object(JSONObject(["schema": .object(JSONObject())]))])),
+            "content": .object(JSONObject(["*/*": .object(JSONObject())])),
         ])))
         return responses
     }
