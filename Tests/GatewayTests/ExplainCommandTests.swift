@@ -155,7 +155,7 @@ import Testing
     @Test func commandLineMistakesSayWhatIsWrong() throws {
         let typo = try run(["chek"])
         #expect(typo.status == 64)
-        #expect(typo.err == "gatewayd: unknown command 'chek'; the commands are run, check, explain, routes (see gatewayd --help)\n")
+        #expect(typo.err == "gatewayd: unknown command 'chek'; the commands are run, check, explain, routes, openapi (see gatewayd --help)\n")
         let loops = try run(["run", "--event-loops", "0"])
         #expect(loops.status != 0 && loops.err.contains("--event-loops must be at least 1, found 0"))
         let missing = try run(["check", "-c", "/nonexistent/gatewayd.yaml"])
