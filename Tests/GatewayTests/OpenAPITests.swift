@@ -90,6 +90,10 @@ import Testing
         #expect(try Self.validate(Array(printed.out.utf8)) == nil)
         let yaml = try ExplainCommandTests().run(["openapi", "-c", "config/gatewayd.yaml", "--format", "yaml"])
         #expect(yaml.status == 0 && yaml.out.hasPrefix("openapi: 3.1.0\n"))
+        // What OpenAPI cannot express is said beside the document.
+        let headerMatched = try ExplainCommandTests().run(["openapi", "-c", "config/examples/header-injection.yaml"])
+        #expect(headerMatched.status == 0 && headerMatched.err.contains("is matched by header X-Api-Version: 2, which OpenAPI cannot express"),
+                "\(headerMatched.err)")
         let gateway = try SpawnedGateway(yaml: """
             listeners: [{address: 127.0.0.1:0}]
             admin: {address: 127.0.0.1:0}

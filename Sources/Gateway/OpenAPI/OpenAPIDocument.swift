@@ -38,6 +38,34 @@ public enum OpenAPIDocument {
         return .object(document)
     }
 
+    /// What the document cannot say of the routes, for `gatewayd openapi` to
+    /// print beside it: a route matched by host or header values (OpenAPI
+    /// has no such condition), a prefix, a method it has no operation for,
+    /// an operation an earlier route on the same path already holds.
+    public static func notes(_ config: GatewayConfig) -> [String] {
+        var notes: [String] = []
+        var taken: Set<String> = []
+        for (index, route) in config.routes.enumerated() {
+            let name = "routes[\(index)] (\(route.name))"
+            if let host = route.match.host { notes.append("\(name) is matched by host \(host), which OpenAPI cannot express: described for every host") }
+            for field in route.match.headers {
+                notes.append("\(name) is matched by header \(field.name): \(field.value), which OpenAPI cannot express: described without it")
+            }
+            if case .prefix(let prefix) = route.match.path {
+                notes.append("\(name) matches the prefix \(prefix), which OpenAPI cannot express: listed as \(prefix) with x-gatewayd-prefix")
+            }
+            let key = pathKey(route.match.path).0
+            for method in route.match.methods ?? anyMethod {
+                if !operationMethods.contains(method.lowercased()) {
+                    notes.append("\(name): \(method) has no OpenAPI 3.1 operation: not described")
+                } else if !taken.insert("\(key) \(method)").inserted {
+                    notes.append("\(name): \(method) \(key) is an earlier route's operation: not described again")
+                }
+            }
+        }
+        return notes
+    }
+
     /// The document as JSON, one line.
     public static func json(_ config: GatewayConfig, file: String) -> [UInt8] {
         JSONWriter.bytes(make(config, file: file)) + [UInt8(ascii: "\n")]
