@@ -280,4 +280,23 @@ import Testing
             #expect(error.warnings.count == 1 && error.warnings[0].description.contains("routes[1]: never matched"), "\(error.warnings)")
         }
     }
+
+    /// A duplicate key is reported, and every other problem with it: the
+    /// later occurrence is read, the first set aside.
+    @Test func aDuplicateKeyStopsNoOtherCheck() {
+        let found = issues("""
+            listeners: [{address: 127.0.0.1:1}]
+            upstreams:
+              app: {url: "http://127.0.0.1:2"}
+              app: {url: "http://127.0.0.1:3", max_conections: 2}
+            routes:
+              - {name: r, upstream: nope, timeout: 0s}
+            """)
+        #expect(found == [
+            "t.yaml:3:3: duplicate key: app (the later one is read)",
+            "t.yaml:4:36: upstreams.app.max_conections: unknown key (did you mean max_connections? known here: url, endpoints, balance, health_check, outlier, max_pending, max_requests, max_connections, connect_timeout, idle_timeout, http2, headers, tls)",
+            "t.yaml:6:25: routes[0].upstream: unknown upstream 'nope' (declared: echo, app)",
+            "t.yaml:6:40: routes[0].timeout: must be at least 1ms: 0s would answer every call 504",
+        ], "\(found)")
+    }
 }

@@ -20,21 +20,50 @@ public enum ConfigLoader {
     }
 
     public static func load(yaml: String, file: String = "<config>", environment: [String: String] = [:]) throws(ConfigError) -> LoadedConfig {
-        let root: Node?
-        do {
-            root = try Yams.compose(yaml: yaml, resolver)
-        } catch let error as YamlError {
-            throw ConfigError(issues: [issue(from: error, file: file, yaml: yaml)])
-        } catch {
-            throw ConfigError(issues: [ConfigIssue(file: file, path: "", message: "\(error)")])
+        var root: Node?
+        // A duplicate key is an error, but not the last word: its first occurrence is set aside (the later
+        // one is read, as most YAML readers do) and the file read again, so every other problem is found too.
+        var text = yaml, duplicates: [ConfigIssue] = []
+        while true {
+            do {
+                root = try Yams.compose(yaml: text, resolver)
+                break
+            } catch YamlError.duplicatedKeysInMapping(let keys, let context) {
+                duplicates.append(ConfigIssue(file: file, line: context.mark.line, column: context.mark.column, path: "",
+                                              message: "duplicate key: \(keys.joined(separator: ", ")) (the later one is read)"))
+                guard duplicates.count <= 100, let aside = setAside(keys[0], at: context.mark, in: text, count: duplicates.count) else {
+                    throw ConfigError(issues: duplicates)
+                }
+                text = aside
+            } catch let error as YamlError {
+                throw ConfigError(issues: duplicates + [issue(from: error, file: file, yaml: text)])
+            } catch {
+                throw ConfigError(issues: duplicates + [ConfigIssue(file: file, path: "", message: "\(error)")])
+            }
         }
         guard let root else {
             throw ConfigError(issues: [ConfigIssue(file: file, line: 1, column: 1, path: "", message: "the file is empty")])
         }
         let reader = ConfigReader(file: file, environment: environment)
         let config = reader.readConfig(root)
-        guard reader.issues.isEmpty, let config else { throw ConfigError(issues: reader.issues, warnings: reader.warnings) }
+        guard duplicates.isEmpty, reader.issues.isEmpty, let config else {
+            throw ConfigError(issues: duplicates + reader.issues, warnings: reader.warnings)
+        }
         return LoadedConfig(config: config, file: file, source: yaml, secrets: reader.secrets, warnings: reader.warnings)
+    }
+
+    /// The key written at `mark` renamed out of the way (`Fields` skips such
+    /// keys), or nil when it is not found there as written.
+    static func setAside(_ key: String, at mark: Mark, in text: String, count: Int) -> String? {
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard mark.line >= 1, mark.line <= lines.count else { return nil }
+        let line = lines[mark.line - 1]
+        let start = line.index(line.startIndex, offsetBy: max(0, mark.column - 1), limitedBy: line.endIndex) ?? line.endIndex
+        for spelling in [key, "\"\(key)\"", "'\(key)'"] where line[start...].hasPrefix(spelling) {
+            lines[mark.line - 1] = line[..<start] + "\(Fields.setAsidePrefix)\(count)" + line[line.index(start, offsetBy: spelling.count)...]
+            return lines.joined(separator: "\n")
+        }
+        return nil
     }
 
     /// YAML 1.2 core schema: only `true`/`false` are booleans (no `yes`/`no`/`on`),

@@ -259,8 +259,9 @@ final class Fields {
         pairs = mapping.map { (key: $0.key.scalar?.string ?? "", keyNode: $0.key, value: $0.value) }
     }
 
-    var keys: [String] { pairs.map(\.key) }
-    var entries: [(key: String, keyNode: Node, value: Node)] { pairs }
+    var keys: [String] { entries.map(\.key) }
+    /// Every entry but a duplicate key's first occurrence (see `setAsidePrefix`).
+    var entries: [(key: String, keyNode: Node, value: Node)] { pairs.filter { !$0.key.hasPrefix(Self.setAsidePrefix) } }
 
     func path(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
@@ -270,9 +271,12 @@ final class Fields {
 
     func has(_ key: String) -> Bool { pairs.contains { $0.key == key } }
 
+    /// A duplicate key's first occurrence, set aside by the loader (already reported).
+    static let setAsidePrefix = "__gatewayd_duplicate_"
+
     func finish() {
         guard let known else { return }
-        for pair in pairs where !known.contains(pair.key) {
+        for pair in pairs where !known.contains(pair.key) && !pair.key.hasPrefix(Self.setAsidePrefix) {
             let guess = NearestName.closest(to: pair.key, in: known).map { "did you mean \($0)? " } ?? ""
             reader.report(pair.keyNode, path(pair.key), "unknown key (\(guess)known here: \(known.joined(separator: ", ")))")
         }
