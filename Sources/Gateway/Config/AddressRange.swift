@@ -59,8 +59,8 @@ extension [AddressRange] {
         guard contains(address: peer) else { return peer }
         let entries = forwardedFor().flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
         guard let last = entries.last(where: { !$0.isEmpty && !contains(address: $0) }) else {
-            return entries.first(where: { AddressRange.bytes(of: $0) != nil }) ?? peer
+            return entries.first(where: \.isIPAddress) ?? peer
         }
-        return AddressRange.bytes(of: last) != nil ? last : peer
+        return last.isIPAddress ? last : peer
     }
 }

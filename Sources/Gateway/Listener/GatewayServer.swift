@@ -345,38 +345,7 @@ public actor GatewayServer: Service {
                     }
                 }
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                .childChannelInitializer { channel in
-                    let shared = slot.context
-                    metrics.connections.increment()
-                    channel.closeFuture.whenComplete { _ in metrics.connections.decrement() }
-                    // Until the protocol is known (preface read, TLS handshake and ALPN
-                    // done), nothing else times out a client that sends nothing.
-                    let start = channel.eventLoop.scheduleTask(in: shared.config.limits.headerTimeout.timeAmount) {
-                        channel.close(promise: nil)
-                    }
-                    let configure: @Sendable (Channel, Bool) throws -> Void = { channel, http2 in
-                        start.cancel()
-                        try Self.configure(channel, http2: http2, slot: slot)
-                    }
-                    if let tls = shared.tls {
-                        return channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
-                            try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
-                                channel.eventLoop.makeCompletedFuture { try configure(channel, result == .negotiated("h2")) }
-                            })
-                        }
-                    }
-                    return channel.eventLoop.makeCompletedFuture {
-                        switch (protocols.contains(.http1), protocols.contains(.h2c)) {
-                        case (true, true):
-                            try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(HTTPVersionDetector(configure: configure)))
-                        case (false, true):
-                            try configure(channel, true)
-                        default:
-                            try configure(channel, false)
-                        }
-                    }
-                }
+                .childChannelInitializer { ConnectionPipeline.start($0, slot: slot, protocols: protocols, metrics: metrics) }
             if let fd = inherited.take(listener.address) {
                 channel = try await bootstrap.withBoundSocket(fd).get()
             } else {
@@ -386,18 +355,5 @@ public actor GatewayServer: Service {
             throw StartupError.cannotListen("", on: listener.address, error)
         }
         return BoundListener(slot: slot, channel: channel, quiescing: quiescing)
-    }
-
-    static func configure(_ channel: Channel, http2: Bool, slot: ListenerSlot) throws {
-        let pipeline = channel.pipeline.syncOperations
-        guard http2 else {
-            // Requests read and answers written as bytes by one handler: no
-            // codec handlers, no pipeline hop per request part. A client that
-            // stops sending (half-close) still gets its answers.
-            try channel.syncOptions?.setOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            try pipeline.addHandler(HTTP1ConnectionHandler(slot: slot, channel: channel))
-            return
-        }
-        try pipeline.addHandler(HTTP2ServerHandler(slot: slot))
     }
 }

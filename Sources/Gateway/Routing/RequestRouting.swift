@@ -28,7 +28,8 @@ enum RequestRouting {
             head.headers.set("Host", String(absolute.authority))
         }
         // A fragment is never sent (RFC 9112 section 3.2): routing `/login#x` apart from `/login` would skip its limits.
-        if head.uri.utf8.contains(UInt8(ascii: "#")) { return .refused(.badTarget, extraHeaders: [:], headRefused: true) }
+        let hasFragment = head.uri.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "#")) } ?? head.uri.utf8.contains(UInt8(ascii: "#"))
+        if hasFragment { return .refused(.badTarget, extraHeaders: [:], headRefused: true) }
         let queryStart = Self.queryStart(head.uri)
         let normalized = PathNormalization.normalize(head.uri[..<queryStart])
         let path = String(normalized)

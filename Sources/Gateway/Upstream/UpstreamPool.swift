@@ -285,8 +285,5 @@ final class UpstreamPools: @unchecked Sendable {
 
 extension String {
     /// An IPv4 or IPv6 literal (which TLS SNI may not carry).
-    var isIPAddress: Bool {
-        var v4 = in_addr(), v6 = in6_addr()
-        return inet_pton(AF_INET, self, &v4) == 1 || inet_pton(AF_INET6, self, &v6) == 1
-    }
+    var isIPAddress: Bool { AddressRange.bytes(of: self) != nil }
 }
