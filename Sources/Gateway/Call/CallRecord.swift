@@ -82,7 +82,7 @@ struct CallRecord {
     }
 
     /// A try's outcome and what the retry policy made of it: the try's log line and metrics.
-    func logTry(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action, decidedBy: String?, byCondition: Bool, tries: Int,
+    func logTry(_ outcome: TryLog.Result, _ action: RetryState<LoopInstant>.Action, decidedBy: String?, byCondition: Bool, tries: Int,
                 context: ListenerContext) {
         TryLog.record(outcome, action, decidedBy: decidedBy, byCondition: byCondition, try: tries, route: log.route, requestID: log.requestID,
                       metrics: routeMetrics ?? context.metrics.unrouted, logger: context.accessLog == nil ? nil : context.tryLogger)

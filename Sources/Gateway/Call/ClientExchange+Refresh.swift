@@ -10,7 +10,7 @@ extension ClientExchange {
         let route = call.route
         guard let index = route.refreshers.firstIndex(where: { $0.spec == spec }) else { return nil }
         let refresher = route.refreshers[index]
-        let timeout = route.config.retry?.perTryTimeout ?? route.config.timeout ?? ProxyHandler.defaultTimeout
+        let timeout = route.config.retry?.perTryTimeout ?? route.config.timeout ?? CallRunner.defaultTimeout
         let start = refresher.refresh(after: call.credentials[index], through: context.pool, timeout: timeout,
                                       maxBodyBytes: shared.config.limits.maxRefreshBodyBytes, metrics: route.metrics,
                                       traced: record.spans?.refresh(method: spec.method, upstream: refresher.upstream, random: &random),

@@ -6,7 +6,7 @@ import Rewriter
 /// or an HTTP/2 stream: reading the request (a route that rewrites buffers
 /// its body, up to `limits.max_body_bytes`), admitting it (`CallAdmission`),
 /// the client-side waits, the gateway's own answers, and the exchange's
-/// record, written once. It hands the runner (`ProxyHandler`) each call to
+/// record, written once. It hands the runner (`CallRunner`) each call to
 /// start and never calls it back: the runner calls this to answer. A class:
 /// ending a response may start the next pipelined request inside it.
 final class ClientExchange {

@@ -18,13 +18,13 @@ enum RequestHooks {
         case end(ClientExchange.Ending, reason: String?)
     }
 
-    typealias Token = ProxyHandler.CallMachine.Token
+    typealias Token = CallRunner.CallMachine.Token
 
-    static func run(_ call: Call, for runner: ProxyHandler, token: Token) -> Outcome? {
+    static func run(_ call: Call, for runner: CallRunner, token: Token) -> Outcome? {
         // A fleet rate limit whose verdict is still to come is waited for first.
         if let limit = call.limit.take() {
             limit.verdict(on: runner.client.eventLoop).assumeIsolated().whenSuccess { wait in
-                guard runner.machine.isCurrent(token) else { return }
+                guard runner.isCurrent(token) else { return }
                 guard let wait else {
                     if let outcome = run(call, for: runner, token: token) { runner.hooksFinished(outcome, token) }
                     return
@@ -53,7 +53,7 @@ enum RequestHooks {
 
     /// The filters' outcome, their request handed back to the call (what a
     /// filter wrote was checked as it wrote it: `FilterVM.isWritable`).
-    private static func filtered(_ outcome: FilterRun.Outcome, _ call: Call, for runner: ProxyHandler, token: Token) -> Outcome? {
+    private static func filtered(_ outcome: FilterRun.Outcome, _ call: Call, for runner: CallRunner, token: Token) -> Outcome? {
         call.filters?.handBack(to: &call.request, streams: call.streams)
         switch outcome {
         case .proceed:
@@ -72,7 +72,7 @@ enum RequestHooks {
         .end(.problem(.filterFailed(failure.filter, route: call.route.config.name), close: call.streams), reason: failure.description)
     }
 
-    private static func modify(_ call: Call, for runner: ProxyHandler, token: Token) -> Outcome? {
+    private static func modify(_ call: Call, for runner: CallRunner, token: Token) -> Outcome? {
         let shared = runner.shared
         guard !shared.modifiers.isEmpty else { return .proceed }
         let client = runner.client

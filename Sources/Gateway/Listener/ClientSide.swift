@@ -3,7 +3,7 @@ import NIOHTTP1
 
 /// Where a call's answer goes: an HTTP/1.1 connection, or one HTTP/2 stream
 /// handled inline on its connection. The call (ClientExchange and its
-/// runner, ProxyHandler) speaks only to this, so nothing in the call's
+/// runner, CallRunner) speaks only to this, so nothing in the call's
 /// logic knows the protocol.
 protocol ClientSide: AnyObject {
     var eventLoop: EventLoop { get }

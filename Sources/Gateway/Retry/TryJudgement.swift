@@ -20,12 +20,18 @@ extension RetryState where Instant == LoopInstant {
 /// One line per try on routes with a validator chain or retries (the try's
 /// outcome, what decided, what happens next), and the metrics of the decision.
 enum TryLog {
-    static func record(_ outcome: TryOutcome, _ action: RetryState<LoopInstant>.Action, decidedBy: String?, byCondition: Bool, try tries: Int,
+    /// What the try came to, for its line: a status, or a failure's name.
+    enum Result: Equatable, Sendable {
+        case status(Int)
+        case failure(String)
+    }
+
+    static func record(_ outcome: Result, _ action: RetryState<LoopInstant>.Action, decidedBy: String?, byCondition: Bool, try tries: Int,
                        route: String, requestID: String, metrics: RouteMetrics, logger: Logger?) {
         let result: String
         switch outcome {
-        case .response(let status, _, _): result = String(status)
-        case .failure(let error): result = error.name
+        case .status(let status): result = String(status)
+        case .failure(let name): result = name
         }
         var next: String, delay = Duration.zero
         switch action {

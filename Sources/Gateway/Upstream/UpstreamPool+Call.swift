@@ -5,8 +5,8 @@ extension UpstreamPool {
     /// once (no waiter closure to allocate), else `runner` hears back with
     /// the try's `token` when one is made or released, or the connect fails.
     /// Returns the circuit breaker that refused the wait (`max_pending`).
-    func connection(for call: Call, to endpoint: Endpoint, of state: UpstreamState, now: NIODeadline, runner: ProxyHandler,
-                 token: ProxyHandler.CallMachine.Token) -> String? {
+    func connection(for call: Call, to endpoint: Endpoint, of state: UpstreamState, now: NIODeadline, runner: CallRunner,
+                 token: CallRunner.CallMachine.Token) -> String? {
         if let connection = takeIdle(endpoint, now: now) {
             if !runner.connectionReady(connection, token) { connection.giveBack() }
             return nil
@@ -25,7 +25,7 @@ extension UpstreamPool {
             call.leavePending()
             if !runner.connectionReady(connection, token) { connection.giveBack() }
         case .waiting(let waiter):
-            if runner.machine.isCurrent(token) { call.waiter = waiter }
+            if runner.isCurrent(token) { call.waiter = waiter }
         }
         return nil
     }

@@ -3,7 +3,7 @@ import NIOHTTP1
 import Rewriter
 
 /// An HTTP/1.1 client connection: reads requests from its bytes and writes
-/// answers as bytes, with the call logic in a ProxyHandler — no codec
+/// answers as bytes, with the call logic in a CallRunner — no codec
 /// handlers and no pipeline hop per request part. A pipelined request is
 /// read only once the response before it has ended; until then its bytes wait
 /// here (and reading pauses once `maxWaitingBytes` wait).
@@ -12,7 +12,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
 
     private let slot: ListenerSlot
     private var context: ChannelHandlerContext?
-    private var proxy: ProxyHandler?
+    private var proxy: CallRunner?
     private var decoder: HTTP1RequestDecoder
     private var received = ByteBuffer()
     /// A pass over the waiting bytes is under way (a response ending inside it starts none).
@@ -59,7 +59,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         writable = context.channel.isWritable
-        let proxy = ProxyHandler(slot: slot, client: self)
+        let proxy = CallRunner(slot: slot, client: self)
         self.proxy = proxy
         // Added once the protocol is known, the channel is usually active already.
         if context.channel.isActive { proxy.front.started() }

@@ -5,7 +5,7 @@ import NIOHTTP1
 /// Serves one HTTP/2 connection (h2c or h2 over TLS) on libnghttp2: the
 /// connection's bytes go into its session, what the session has to send
 /// goes out in one write and flush per read batch or event-loop tick, and
-/// each stream is a ProxyHandler fed by an `HTTP2ServerStream` (no child
+/// each stream is a CallRunner fed by an `HTTP2ServerStream` (no child
 /// channel or pipeline per stream). Also the connection's manager: GOAWAY
 /// once idle for `idle_timeout`, a PING that closes a peer gone silent with
 /// streams open, GOAWAY on drain letting streams in flight finish.

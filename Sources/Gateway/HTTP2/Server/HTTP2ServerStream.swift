@@ -14,7 +14,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// connection lets go of this stream, which breaks the cycle).
     private let connection: HTTP2ServerHandler
     /// The stream's call; dropped when the stream closes.
-    var proxy: ProxyHandler?
+    var proxy: CallRunner?
     let eventLoop: EventLoop
     let allocator: ByteBufferAllocator
 
@@ -87,7 +87,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// The request's header block is complete: its call starts, or it is
     /// refused (431 past the size limit; a malformed block resets the stream only).
     func headersEnded(endStream: Bool) {
-        let proxy = ProxyHandler(slot: connection.slot, client: self)
+        let proxy = CallRunner(slot: connection.slot, client: self)
         guard headerBytes <= connection.maxHeaderBytes else {
             self.proxy = proxy
             proxy.shared.metrics.streams.increment()
