@@ -11,7 +11,7 @@ import Rewriter
 /// modifiers, a pooled upstream connection of this event loop per try, the
 /// answer streamed back part by part, timers, retries, credential refresh,
 /// tunnels. Nothing here decides.
-final class CallRunner: UpstreamResponseDelegate {
+final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     typealias CallMachine = CallStateMachine<LoopInstant>
 
     let front: ClientExchange
@@ -89,6 +89,17 @@ final class CallRunner: UpstreamResponseDelegate {
         front.record.tryFailed(error, now: now, context: &front.context)
         run(action)
         return true
+    }
+
+    func waits(on state: UpstreamState, _ token: CallMachine.Token) { call?.enterPending(state) }
+
+    func queued(_ id: UpstreamPool.WaiterID?, _ token: CallMachine.Token) {
+        if machine.isCurrent(token) { call?.waiter = id }
+    }
+
+    /// A stale try's call left the pending count when it ended.
+    func waitEnded(_ token: CallMachine.Token) {
+        if machine.isCurrent(token) { call?.leavePending() }
     }
 
     /// Whether the call took the connection (false: its try is over, the
@@ -307,7 +318,7 @@ final class CallRunner: UpstreamResponseDelegate {
         if breaker == nil {
             let endpoint = state.pick(exclude: call.endpoint?.index, random: front.random.next())
             front.tryStarted(call, on: endpoint)
-            breaker = front.context.pool.connection(for: call, to: endpoint, of: state, now: now, runner: self, token: token)
+            breaker = front.context.pool.connection(to: endpoint, of: state, now: now, for: self, token: token)
         }
         guard let breaker else { return }
         // The upstream untouched: 503 with Retry-After.

@@ -62,11 +62,3 @@ struct LoopContext {
         }
     }
 }
-
-/// One event loop's way to the span exporter.
-struct SpanSink: Sendable {
-    let exporter: SpanExporter
-    let buffer: SpanExporter.Buffer
-
-    func send(_ span: Span) { exporter.record(span, into: buffer) }
-}

@@ -29,13 +29,15 @@ protocol ClientSide: AnyObject {
     func setReading(_ on: Bool)
     /// How the body of the request whose head was read last is framed.
     var requestFraming: RequestFraming { get }
-    /// Calls the proxy's `deadlinePassed()` at `when` or later (a
+    /// Calls the runner's `deadlinePassed()` at `when` or later (a
     /// connection's one LazyTimer serves its calls or streams).
     func wake(at when: NIODeadline)
     /// An HTTP/2 stream carries one exchange; an HTTP/1.1 connection waits for the next.
     var carriesOneExchange: Bool { get }
-    /// After a 101 the connection carries `tunnel`'s bytes; false where that cannot be (an HTTP/2 stream).
+    /// After a 101 the connection (or an extended-CONNECT HTTP/2 stream,
+    /// RFC 8441) carries `tunnel`'s bytes; false where that cannot be.
     func startTunnel(_ tunnel: Tunnel) -> Bool
-    /// Whether a 101 can turn this into a tunnel (an HTTP/1.1 connection).
+    /// Whether a 101 can turn this into a tunnel: an HTTP/1.1 connection, or
+    /// an HTTP/2 stream opened by an extended CONNECT.
     var canTunnel: Bool { get }
 }

@@ -282,3 +282,11 @@ final class SpanExporter: Sendable {
 private struct ExportError: Error, CustomStringConvertible {
     var description: String
 }
+
+/// One event loop's way to the span exporter.
+struct SpanSink: Sendable {
+    let exporter: SpanExporter
+    let buffer: SpanExporter.Buffer
+
+    func send(_ span: Span) { exporter.record(span, into: buffer) }
+}

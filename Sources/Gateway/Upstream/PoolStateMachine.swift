@@ -87,12 +87,6 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         return .park
     }
 
-    /// A handed-over connection was not taken (its waiter's call had ended
-    /// meanwhile): the next waiter gets it, or it is parked.
-    mutating func declined(_ connection: Connection, now: NIODeadline) -> ReleaseAction {
-        release(connection, now: now)
-    }
-
     /// A connection closed (or failed to open). When someone waits, that
     /// waiter may open a connection of its own: returned, counted as open.
     mutating func closed(_ connection: Connection?) -> Waiter? {

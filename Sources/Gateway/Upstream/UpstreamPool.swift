@@ -171,7 +171,7 @@ final class UpstreamPool: @unchecked Sendable {
         let name = upstream.name
         let slot = slots[ObjectIdentifier(endpoint)]!
         // Requests are written as bytes, checked where they are built (config
-        // at load, modifiers' output in CallRunner), not again per write.
+        // at load, a modifier's output before its call's first try), not again per write.
         connectChannel(upstream, url: endpoint.url) { _ in }
             .assumeIsolated()
             .flatMapThrowing { channel in
