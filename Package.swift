@@ -35,8 +35,10 @@ let package = Package(
         // hiredis (Debian's libhiredis-dev; its pkg-config flags are ones SwiftPM refuses, so none are read) without its I/O:
         // its command encoder and reply reader for the Redis store.
         .systemLibrary(name: "CHiredis"),
-        // Pure translation: imports nothing outside the standard library.
-        .target(name: "Rewriter"),
+        // libxml2 (Debian's libxml2-dev) through its pull parser, with no DTD and no network: the answer side's XML.
+        .systemLibrary(name: "CLibXML2", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"])]),
+        // Pure translation, both ways: the standard library, and libxml2 to read XML answers.
+        .target(name: "Rewriter", dependencies: ["CLibXML2"]),
         .target(
             name: "Gateway",
             dependencies: [
