@@ -192,7 +192,7 @@ import Testing
         _ = failing.responseHead(Self.answer(401), holdsBody: false, now: t0, random: &random)
         guard case .startRefresh(_, let third, _) = failing.budgetAnswered(true) else { Issue.record("refreshes"); return }
         let problem = Problem(status: 502, code: "test", title: "refresh failed", detail: "")
-        #expect(failing.credentialFailed(third, problem) == .respond(problem))
+        #expect(failing.credentialFailed(third, problem) == .respond(problem, nil))
     }
 
     @Test func anUnsentRequestIsReplayedOnceAndAStreamedOneNever() throws {

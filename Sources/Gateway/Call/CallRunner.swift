@@ -176,7 +176,8 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         let deadline = loopNow.advanced(by: call.route.config.timeout ?? Self.defaultTimeout)
         front.wake(at: deadline)
         run(machine.start(deadline: deadline, runsModifiers: !shared.modifiers.isEmpty || !call.route.filters.isEmpty || call.limit != nil,
-                          perTryTimeout: call.route.config.retry?.perTryTimeout, retry: start.retry, streams: call.streams))
+                          perTryTimeout: call.route.config.retry?.perTryTimeout, retry: start.retry, streams: call.streams,
+                          translates: call.route.answer != nil))
     }
 
     /// Performs what the call's state machine decided. `head`: the try's
@@ -258,8 +259,18 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         case .cutShort(let error, let end):
             tryEnded(end)
             self.end(.cut(outcome: "cut-short-\(error.name)"))
-        case .respond(let problem):
-            end(.problem(problem))
+        case .translate(let head, let body):
+            guard let call else { return }
+            run(machine.answerTranslated(translation(head, body, call.route), now: loopNow, random: &front.random))
+        case .answerTooLarge(let end):
+            tryEnded(end)
+            guard let call else { return }
+            call.dropConnection()
+            self.end(.problem(.answerTooLarge(limit: shared.config.limits.maxResponseBodyBytes, on: call.route)))
+        case .respond(let problem, let end):
+            tryEnded(end)
+            call?.dropConnection()
+            self.end(.problem(problem))
         case .closeClient:
             client.close()
         case .rejectRequest(let problem):
@@ -366,6 +377,33 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     }
 
     // MARK: The answer
+
+    /// The held answer through the route's `response:`: decoded, checked for
+    /// its `errors`, picked and shaped; the client's head says JSON, and its length.
+    private func translation(_ head: ResponseHead, _ body: [UInt8], _ route: Route) -> CallMachine.Translation {
+        let unchanged = CallMachine.Translation.answer(document: body, head: head, body: body)
+        guard let rule = route.answer else { return unchanged }
+        if let coding = head.headers["Content-Encoding"], coding.lowercased() != "identity", !body.isEmpty {
+            var problem = Problem.badUpstreamAnswer(on: route)
+            problem.logDetail = "response: the answer is \(coding)-encoded; translated routes ask for identity"
+            return .untranslatable(problem)
+        }
+        switch AnswerTranslator.translate(rule, contentType: head.headers["Content-Type"], body: body, maxDepth: route.config.rewrite?.maxJSONDepth ?? JSONReader.defaultMaxDepth,
+                                          route: route.config.name) {
+        case nil:
+            return unchanged
+        case .translated(let document, let json)?:
+            var client = head
+            client.headers.remove("Content-Encoding")
+            client.set("Content-Type", "application/json")
+            client.set("Content-Length", String(json.count))
+            return .answer(document: document, head: client, body: json)
+        case .error(let document, let problem)?:
+            return .error(document: document, problem)
+        case .untranslatable(let problem)?:
+            return .untranslatable(problem)
+        }
+    }
 
     /// The answer goes to the client (see `ClientExchange.prepare`), or the
     /// answer a filter made instead, the upstream's dropped with its connection.

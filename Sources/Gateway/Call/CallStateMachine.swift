@@ -40,6 +40,8 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         var replay: Replay
         /// The route's validators and retry policy (nil: it has neither).
         var retry: RetryState<Instant>?
+        /// The route's `response:` makes the client's answer from the upstream's, held whole.
+        let translates: Bool
         var step: Step
     }
 
@@ -63,6 +65,8 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         /// The validators or filters read the body: the answer is held whole
         /// until it ends (the per-try timer still runs).
         case holding(head: ResponseHead, body: [UInt8])
+        /// The held answer, whole, is made the client's by the route's `response:` (`answerTranslated`).
+        case translating(head: ResponseHead)
         /// The retry policy wants another try: the route's retry budget is asked.
         case askingBudget(Judging)
         /// The response head went to the client: the try can no longer be timed out or retried.
@@ -91,7 +95,19 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         case head
         /// A response held whole.
         case held(head: ResponseHead, body: [UInt8])
+        /// The gateway's answer instead (an answer `response:` cannot translate, or one of its `errors`).
+        case problem(Problem)
         case failure(UpstreamError)
+    }
+
+    /// What the route's `response:` made of a held answer.
+    enum Translation: Equatable, Sendable {
+        /// `document`: the decoded answer the validators judge; `head` and `body`: the client's answer.
+        case answer(document: [UInt8], head: ResponseHead, body: [UInt8])
+        /// One of the route's `errors` is in the decoded answer: the client gets `problem`.
+        case error(document: [UInt8], Problem)
+        /// The answer cannot be translated: a 502.
+        case untranslatable(Problem)
     }
 
     /// What a judged try leaves for the access log and its endpoint's outlier detection.
@@ -143,6 +159,10 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         case letThrough(head: ResponseHead, body: [UInt8], TryEnd?)
         /// The held answer, whole and accepted, goes to the client: the call is over.
         case writeHeld(head: ResponseHead, body: [UInt8], TryEnd?)
+        /// The held answer, whole, goes through the route's `response:` (`answerTranslated`).
+        case translate(head: ResponseHead, body: [UInt8])
+        /// The answer to translate is larger than it may be held: a 502, its connection dropped.
+        case answerTooLarge(TryEnd?)
         /// The refused answer is read to its end on its connection, which is kept; the retry follows.
         case drain(TryEnd)
         /// The try is dropped with its connection; the next starts after `after`.
@@ -158,7 +178,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         /// The try failed after its response went to the client: cut short.
         case cutShort(UpstreamError, TryEnd?)
         /// The call ends with the gateway's answer.
-        case respond(Problem)
+        case respond(Problem, TryEnd?)
         /// The client broke its framing while its answer was under way: close.
         case closeClient
         /// The client broke its framing: the call is abandoned and the client gets `problem`, then the connection closes.
@@ -202,12 +222,13 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
     /// A new call: its first try starts with the modifiers, or at once.
     /// `streams`: its body streams upstream as it arrives (no replay of any
     /// kind, and the client is not read until a connection takes the body).
+    /// `translates`: the route's `response:` makes the client's answer from the upstream's, held whole.
     mutating func start(deadline: Instant, runsModifiers: Bool, perTryTimeout: Duration?, retry: RetryState<Instant>? = nil,
-                        streams: Bool = false) -> Action {
+                        streams: Bool = false, translates: Bool = false) -> Action {
         calls &+= 1
         let token = Token(call: calls, attempt: 1)
         var flight = Flight(token: token, deadline: deadline, perTryTimeout: perTryTimeout, replay: streams ? .impossible : .available,
-                            retry: retry, step: runsModifiers ? .modifying : .acquiring)
+                            retry: retry, translates: translates, step: runsModifiers ? .modifying : .acquiring)
         flight.retry?.deadline = deadline
         if streams { streamedBody = .waiting([], ended: false) }
         state = .inFlight(flight)
@@ -306,7 +327,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
     /// validators or a retry policy, else forwarded.
     mutating func responseHead(_ head: ResponseHead, holdsBody: Bool, now: Instant, random: inout some RandomNumberGenerator) -> Action {
         guard case .inFlight(var flight) = state, case .awaitingHead = flight.step else { return .none }
-        if holdsBody {
+        if holdsBody || flight.translates {
             flight.step = .holding(head: head, body: [])
             state = .inFlight(flight)
             return .none
@@ -340,6 +361,8 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
                 state = .inFlight(flight)
                 return .none
             }
+            // An answer to translate never reaches the client as it came.
+            if flight.translates { return .answerTooLarge(tryEnd(flight, failure: nil)) }
             return .letThrough(head: head, body: body, tryEnd(flight, failure: head.status.code >= 500 ? .status5xx : nil))
         case .draining:
             return .none
@@ -365,6 +388,11 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
             // The state lets go of the answer: the runner may edit it.
             flight.step = .awaitingHead
             state = .inFlight(flight)
+            if flight.translates {
+                flight.step = .translating(head: head)
+                state = .inFlight(flight)
+                return .translate(head: head, body: body)
+            }
             let status = Int(head.status.code)
             guard flight.retry != nil else {
                 return .writeHeld(head: head, body: body, tryEnd(flight, failure: status >= 500 ? .status5xx : nil))
@@ -398,6 +426,24 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         }
         guard flight.retry != nil, progress != .responseStarted else { return .failTry(error, end) }
         return judge(&flight, .failure(error), answer: .failure(error), connectionHeld: false, tells: tells, now: now, random: &random)
+    }
+
+    /// The route's `response:` made the held answer the client's (or could
+    /// not): judged as the upstream's status over the decoded document.
+    mutating func answerTranslated(_ translation: Translation, now: Instant, random: inout some RandomNumberGenerator) -> Action {
+        guard case .inFlight(var flight) = state, case .translating(let upstream) = flight.step else { return .none }
+        flight.step = .awaitingHead
+        state = .inFlight(flight)
+        let answer: Answer, document: [UInt8]?
+        switch translation {
+        case .answer(let decoded, let head, let body): (answer, document) = (.held(head: head, body: body), decoded)
+        case .error(let decoded, let problem): (answer, document) = (.problem(problem), decoded)
+        case .untranslatable(let problem): (answer, document) = (.problem(problem), nil)
+        }
+        let status = Int(upstream.status.code)
+        guard flight.retry != nil else { return letThrough(&flight, answer, tryEnd(flight, failure: status >= 500 ? .status5xx : nil)) }
+        return judge(&flight, .response(status: status, headers: upstream.headers, body: document), answer: answer, connectionHeld: false, tells: true,
+                     now: now, random: &random)
     }
 
     // MARK: The verdict
@@ -475,6 +521,8 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
             flight.step = .awaitingHead
             state = .inFlight(flight)
             return .writeHeld(head: head, body: body, end)
+        case .problem(let problem):
+            return .respond(problem, end)
         case .failure(let error):
             return .failTry(error, end)
         }
@@ -508,7 +556,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
 
     mutating func credentialFailed(_ token: Token, _ problem: Problem) -> Action {
         guard case .inFlight(let flight) = state, flight.token == token, case .refreshing = flight.step else { return .none }
-        return .respond(problem)
+        return .respond(problem, nil)
     }
 
     /// No refresh could start (throttled, or no refresher for it): the refused answer goes through.
@@ -568,7 +616,7 @@ extension CallStateMachine.Step {
     /// The try's outcome is not yet told to its endpoint's outlier detection.
     fileprivate var awaitsVerdict: Bool {
         switch self {
-        case .awaitingHead, .holding: true
+        case .awaitingHead, .holding, .translating: true
         default: false
         }
     }

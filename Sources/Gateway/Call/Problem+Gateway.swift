@@ -80,6 +80,19 @@ extension Problem {
                        detail: "the response of upstream \(route.upstream.name)\(status) did not pass the route's checks", route: route.config.name)
     }
 
+    /// The route's `response:` could not make the upstream's answer the client's (why: `logDetail`).
+    static func badUpstreamAnswer(on route: Route) -> Problem {
+        Problem(status: 502, code: "bad-upstream-answer", title: "Bad upstream answer", detail: "the upstream's answer could not be decoded",
+                route: route.config.name)
+    }
+
+    static func answerTooLarge(limit: Int, on route: Route) -> Problem {
+        var problem = Problem(status: 502, code: "bad-upstream-answer", title: "Bad upstream answer",
+                              detail: "the upstream's answer is too large to translate", route: route.config.name)
+        problem.logDetail = "response: the answer is larger than limits.max_response_body_bytes (\(limit))"
+        return problem
+    }
+
     static func refreshFailed(upstream: String, error: any Error, route: String) -> Problem {
         Problem(status: 502, code: "refresh-failed", title: "Credential refresh failed",
                 detail: "refreshing through upstream \(upstream) failed: \(error)", route: route)

@@ -22,6 +22,8 @@ extension UpstreamRequest {
         // The gateway answers `Expect: 100-continue` itself.
         if headers.expectsContinue { headers.remove("Expect") }
         if let client { client.addForwardingHeaders(to: &headers) }
+        // An answer the route translates is read as it is: no compression to undo (the route's rules may still say otherwise).
+        if let response = route.response, response.decode != .none { headers.set("Accept-Encoding", "identity") }
         if !route.keepHost || !headers.contains("Host") { headers.set("Host", upstream.authority) }
         upstream.headers.apply(to: &headers)
         route.headers.apply(to: &headers)

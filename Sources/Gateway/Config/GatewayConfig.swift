@@ -262,6 +262,8 @@ public struct RouteConfig: Sendable {
     public var prefixRewrite: String?
     /// `filters`: the Proxy-Wasm filters the route runs, in order (nil: `default_filters`).
     public var filters: [String]?
+    /// `response`: the answer decoded and shaped into the client's JSON (nil: it streams as it came).
+    public var response: AnswerRule?
 
     public init(
         name: String, match: RouteMatch = RouteMatch(), upstream: String, rewrite: Rule? = nil,

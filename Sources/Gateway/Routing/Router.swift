@@ -14,8 +14,10 @@ public final class Route: Sendable {
     /// it streams upstream as it arrives, unless the method may be retried
     /// (`streamsBody(method:)`).
     private let nothingReadsBody: Bool
-    /// A validator or filter of the route reads response bodies: they are held whole.
+    /// A validator or filter of the route reads response bodies, or its `response:` translates them: they are held whole.
     let readsResponseBodies: Bool
+    /// The route's `response:` (nil: its answers stream as they came).
+    let answer: AnswerRule?
     /// The route has a retry policy or validators: its tries are judged.
     let judgesTries: Bool
     /// Shared by every call of the route, on every event loop.
@@ -45,7 +47,8 @@ public final class Route: Sendable {
             for case .refresh(let spec) in [validator.then, validator.otherwise] where !specs.contains(spec) { specs.append(spec) }
         }
         refreshers = specs.compactMap { spec in upstreams(spec.upstream).map { state.refresher(route: config.name, spec: spec, upstream: $0) } }
-        readsResponseBodies = config.validate.contains(where: \.readsBody)
+        answer = config.response.flatMap { $0.decode == .none ? nil : $0 }
+        readsResponseBodies = answer != nil || config.validate.contains(where: \.readsBody)
             || filters.contains { $0.module.exports.contains("proxy_on_response_body") }
         judgesTries = config.retry != nil || !config.validate.isEmpty
         // A filter that reads request bodies gets the body whole.
