@@ -38,15 +38,21 @@ extension Rule {
 
         var result = RewrittenRequest(method: method, target: String(decoding: target, as: UTF8.self), body: nil, contentType: nil)
         if let actualBody {
-            encodeBody(actualBody, as: placement == .query ? .json : placement, into: &result, boundary: boundary)
+            try encodeBody(actualBody, as: placement == .query ? .json : placement, into: &result, boundary: boundary)
         } else if placement != .query {
-            encodeBody(.object(params), as: placement, into: &result, boundary: boundary)
+            try encodeBody(.object(params), as: placement, into: &result, boundary: boundary)
         }
         return result
     }
 
-    private func encodeBody(_ value: JSONValue, as encoding: Encoding, into result: inout RewrittenRequest, boundary: () -> String) {
+    private func encodeBody(_ value: JSONValue, as encoding: Encoding, into result: inout RewrittenRequest, boundary: () -> String)
+        throws(RewriteError) {
         switch (encoding, value) {
+        case (.xml, .object(let object)):
+            let encoder = xml ?? XMLEncoder(root: "request")
+            result.body = try encoder.encode(object)
+            result.contentType = encoder.contentType
+            if encoder.envelope == .soap11 { result.soapAction = encoder.action ?? "" }
         case (.form, .object(let object)):
             let spaceAsPlus = (query.spaces ?? .plus) == .plus
             result.body = QueryEncoder(options: query, spaceAsPlus: spaceAsPlus).encode(object)

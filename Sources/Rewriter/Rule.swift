@@ -4,7 +4,7 @@ public struct Rule: Sendable, Hashable {
     /// Where convenience parameters come from.
     public enum Source: String, Sendable, CaseIterable { case auto, body, query }
     /// Where (and how) the remaining parameters go.
-    public enum Encoding: String, Sendable, CaseIterable { case auto, query, json, form, multipart }
+    public enum Encoding: String, Sendable, CaseIterable { case auto, query, json, form, multipart, xml }
 
     public var method: String?
     public var path: URITemplate?
@@ -17,6 +17,8 @@ public struct Rule: Sendable, Hashable {
     /// When set, replaces the derived body.
     public var actualBody: JSONValue?
     public var maxJSONDepth: Int
+    /// `encoding: xml`: the root, its namespaces and the SOAP envelope.
+    public var xml: XMLEncoder?
 
     public init(
         method: String? = nil, path: URITemplate? = nil, from: Source = .auto, encoding: Encoding = .auto,
@@ -88,4 +90,6 @@ public struct RewrittenRequest: Sendable, Hashable {
     public var body: [UInt8]?
     /// The encoder's Content-Type; nil exactly when `body` is nil.
     public var contentType: String?
+    /// SOAP 1.1's `SOAPAction` (sent quoted).
+    public var soapAction: String?
 }

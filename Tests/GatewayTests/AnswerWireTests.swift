@@ -158,4 +158,57 @@ import Testing
         let refused = try call(gateway, "/user/8", [])
         #expect(refused.status == "502" && refused.body.contains("validator-failed"))
     }
+
+    @Test(arguments: protocols) func aJSONAPIInFrontOfARealSOAPService(_ options: [String]) async throws {
+        let service = try SOAPService()
+        defer { service.stop() }
+        let config = try String(contentsOf: OTLPReceiver.root.appendingPathComponent("config/examples/soap-users.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:0").replacingOccurrences(of: "127.0.0.1:8000", with: "127.0.0.1:\(service.port)")
+        let gateway = try await GatewayHarness.start(config)
+        let user = try call(gateway, "/users/7", options)
+        #expect(user.status == "200" && user.type == "application/json")
+        #expect(user.body == #"{"id":7,"name":"Ann <admin>","tags":["ops"],"since":1714566600000}"#)
+        let fault = try call(gateway, "/users/8", options)
+        #expect(fault.status == "404" && fault.body.contains(#""detail":"no user 8""#))
+        // What reached the SOAP service, byte for byte: the SOAP 1.1 envelope, its action, no compression.
+        let requests = await service.requests(count: 2)
+        #expect(requests.first?["action"] as? String == #""GetUser""# && requests.first?["encoding"] as? String == "identity")
+        #expect(requests.first?["body"] as? String == """
+            <?xml version="1.0" encoding="utf-8"?>
+            <soap:Envelope xmlns:soap="http://schemas.xmlsoap.org/soap/envelope/"><soap:Body><GetUser xmlns="urn:users"><id>7</id></GetUser>\
+            </soap:Body></soap:Envelope>
+            """)
+    }
+}
+
+/// The SOAP 1.1 user service of `Peers/soap_users.py` (spyne), on 127.0.0.1.
+final class SOAPService: @unchecked Sendable {
+    static let script = OTLPReceiver.root.appendingPathComponent("Tests/GatewayTests/Peers/soap_users.py").path
+    let port: Int
+    private let peer: BackgroundPeer
+
+    init() throws {
+        peer = try BackgroundPeer(OTLPReceiver.python, [Self.script])
+        guard peer.waitFor("\n", seconds: 20), let port = Int(peer.output.split(separator: "\n").first ?? "") else {
+            peer.process.kill()
+            throw CocoaError(.fileReadUnknown)
+        }
+        self.port = port
+    }
+
+    deinit { stop() }
+
+    func stop() { peer.process.kill() }
+
+    /// The requests logged so far (action, accepted encoding, body), once `count` came.
+    func requests(count: Int) async -> [[String: Any]] {
+        func read() -> [[String: Any]] {
+            peer.readWritten()
+            return peer.output.split(separator: "\n").dropFirst().compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+        }
+        _ = await eventually(timeout: 15) { read().count >= count }
+        return read()
+    }
 }

@@ -81,7 +81,7 @@ import Testing
                 upstream: nowhere
                 rewrite:
                   path: /v1/{id
-                  encoding: xml
+                  encoding: yaml
                   params:
                     when: {type: date}
                     k: {value: 1, required: true}
@@ -108,7 +108,7 @@ import Testing
             "t.yaml:9:12: routes[0].match.prefix: give either path or prefix, not both",
             "t.yaml:10:15: routes[0].upstream: unknown upstream 'nowhere' (declared: echo, legacy)",
             "t.yaml:12:13: routes[0].rewrite.path: invalid URI template: unclosed expression at character 5",
-            "t.yaml:13:17: routes[0].rewrite.encoding: expected one of auto | query | json | form | multipart, found 'xml'",
+            "t.yaml:13:17: routes[0].rewrite.encoding: expected one of auto | query | json | form | multipart | xml, found 'yaml'",
             "t.yaml:15:22: routes[0].rewrite.params.when.type: expected one of int | number | bool | string | timestamp_ms | file, found 'date'",
             "t.yaml:16:12: routes[0].rewrite.params.k: a constant (value) takes no from, default or required",
             "t.yaml:17:14: routes[0].timeout: expected a duration such as 250ms, 2s, 1m or 1h30m (at most 8760h), found 'soon'",

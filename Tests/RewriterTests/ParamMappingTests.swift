@@ -37,6 +37,9 @@ import Testing
         (.timestampMs, "\"2024-05-01\"", "1714521600000"), (.timestampMs, "\"1970-01-01T00:00:00Z\"", "0"),
         (.timestampMs, "\"1969-12-31T23:59:59.9995Z\"", "0"), (.timestampMs, "\"1969-12-31T23:59:59.5Z\"", "-500"),
         (.timestampMs, "\"2000-02-29T00:00:00z\"", "951782400000"), (.timestampMs, "1714566600000", "1714566600000"),
+        // Past 2262 (once an Int64 overflow, found by FuzzAnswer), and truncation towards zero before 1970.
+        (.timestampMs, "\"2824-04-01T00:00:00Z\"", "26957491200000"), (.timestampMs, "\"9999-12-31T23:59:59.999Z\"", "253402300799999"),
+        (.timestampMs, "\"1969-12-31T23:59:58.0005Z\"", "-1999"),
         (.int, "null", "null"),
     ])
     func typeConversions(type: ParamType, input: String, expected: String) throws {

@@ -19,7 +19,7 @@ import Testing
     }
 
     @Test func theCorpusDecodesAsXmltodictParsesIt() throws {
-        let files = try FileManager.default.contentsOfDirectory(atPath: Self.corpus.path).filter { $0.hasSuffix(".xml") }.sorted()
+        let files = try FileManager.default.contentsOfDirectory(atPath: Self.corpus.path).filter { $0.hasSuffix(".xml") && !$0.hasSuffix(".unparse.xml") }.sorted()
         #expect(files.count >= 12)
         for file in files {
             let bytes = Array(try Data(contentsOf: Self.corpus.appendingPathComponent(file)))

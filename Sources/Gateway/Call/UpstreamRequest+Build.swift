@@ -47,6 +47,7 @@ extension UpstreamRequest {
         }
         headers.remove("Content-Type")
         if let contentType = rewritten.contentType { headers.add("Content-Type", contentType) }
+        if let action = rewritten.soapAction { headers.set("SOAPAction", "\"\(action)\"") }
         let joined = upstream.url.map { $0.join(rewritten.target) } ?? rewritten.target
         return UpstreamRequest(method: rewritten.method, target: joined, headers: consume headers, body: rewritten.body)
     }

@@ -5,7 +5,7 @@ extension ConfigReader {
     /// `rewrite`: its translation rule (nil when it only replaces a prefix,
     /// so the route stays a pass-through) and its `prefix`.
     func readRewrite(_ node: Node, _ path: String) -> (rule: Rule?, prefix: String?) {
-        guard let fields = mapping(node, path, known: ["prefix", "method", "path", "from", "encoding", "query", "params", "actual", "max_json_depth"])
+        guard let fields = mapping(node, path, known: ["prefix", "method", "path", "from", "encoding", "query", "params", "actual", "max_json_depth", "xml"])
         else { return (nil, nil) }
         var prefix: String?
         if let n = fields.take("prefix"), let text = string(n, fields.path("prefix")) {
@@ -46,6 +46,12 @@ extension ConfigReader {
             if let b = actual.take("body") { rule.actualBody = json(b, actual.path("body")) }
         }
         if let n = fields.take("max_json_depth"), let v = int(n, fields.path("max_json_depth"), in: 1...1000) { rule.maxJSONDepth = v }
+        if let n = fields.take("xml") {
+            rule.xml = readXMLBody(n, fields.path("xml"))
+            if rule.encoding != .xml { report(n, fields.path("xml"), "applies to encoding: xml, which the rule has not") }
+        } else if rule.encoding == .xml {
+            report(fields.take("encoding"), fields.path("xml"), "missing: encoding xml needs xml: {root: ...}")
+        }
 
         for param in rule.params where param.type == .file && rule.encoding != .multipart {
             report(fields.take("params"), fields.path("params.\(param.name)"), "type: file needs encoding: multipart")
@@ -121,5 +127,43 @@ extension ConfigReader {
             rules.append(rule)
         }
         return rules
+    }
+
+    /// `rewrite.xml`: the request body's root element, its namespace and SOAP envelope.
+    private func readXMLBody(_ node: Node, _ path: String) -> XMLEncoder? {
+        guard let fields = mapping(node, path, known: ["root", "namespace", "children", "namespaces", "envelope", "action"]) else { return nil }
+        defer { fields.finish() }
+        guard let n = fields.take("root"), let root = string(n, fields.path("root")) else {
+            if !fields.has("root") { report(node, fields.path("root"), "missing: the root element's name") }
+            return nil
+        }
+        guard XMLEncoder.isName(root), !root.contains(":") else {
+            report(n, fields.path("root"), "'\(root)' is not an XML element name (without a prefix)")
+            return nil
+        }
+        var encoder = XMLEncoder(root: root)
+        if let n = fields.take("namespace") { encoder.namespace = string(n, fields.path("namespace")) }
+        if let n = fields.take("children"), let v = oneOf(n, fields.path("children"), XMLEncoder.Children.self) { encoder.children = v }
+        if let n = fields.take("envelope"), let v = oneOf(n, fields.path("envelope"), XMLEncoder.Envelope.self) { encoder.envelope = v }
+        if let n = fields.take("action"), let action = string(n, fields.path("action")) {
+            if action.unicodeScalars.contains(where: { $0.value < 0x20 || $0 == "\"" || $0.value == 0x7F }) {
+                report(n, fields.path("action"), "an action is a URI: no quotes or control characters")
+            } else {
+                encoder.action = action
+            }
+        }
+        if let n = fields.take("namespaces"), let entries = mapping(n, fields.path("namespaces"), known: nil) {
+            for entry in entries.entries {
+                guard XMLEncoder.isName(entry.key), !entry.key.contains(":"), entry.key != "tns", entry.key != "soap" else {
+                    report(entry.value, entries.path(entry.key), "'\(entry.key)' is not a prefix this body can declare (tns and soap are the gateway's)")
+                    continue
+                }
+                if let uri = string(entry.value, entries.path(entry.key)) { encoder.namespaces.append((entry.key, uri)) }
+            }
+        }
+        if encoder.children == .unqualified, encoder.namespace == nil {
+            report(node, fields.path("children"), "unqualified children need the root's namespace")
+        }
+        return encoder
     }
 }

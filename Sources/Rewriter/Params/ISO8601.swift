@@ -38,8 +38,11 @@ enum ISO8601 {
             seconds -= sign * (oh * 3600 + om * 60)
         }
         guard p.atEnd else { return nil }
-        let nanos = seconds * 1_000_000_000 + fraction
-        return nanos / 1_000_000  // Int64 division truncates towards zero
+        // Truncated towards zero, as seconds * 1e9 + fraction over 1e6 would
+        // be, without the nanoseconds that overflow Int64 past the year 2262.
+        var milliseconds = seconds * 1000 + fraction / 1_000_000
+        if seconds < 0, fraction % 1_000_000 != 0 { milliseconds += 1 }
+        return milliseconds
     }
 
     /// Days since 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant).

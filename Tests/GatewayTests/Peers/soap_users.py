@@ -2,8 +2,9 @@
 answer-side wire tests: GetUser(id) answers a User, or a SOAP Fault (HTTP
 500) for an unknown id. Prints its port, then logs each request's
 SOAPAction and body as one JSON line."""
+import io
 import json
-import sys
+import logging
 from datetime import datetime, timezone
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -11,6 +12,9 @@ from spyne import Application, ComplexModel, DateTime, Fault, Integer, ServiceBa
 from spyne.model.complex import Array
 from spyne.protocol.soap import Soap11
 from spyne.server.wsgi import WsgiApplication
+
+
+logging.disable(logging.CRITICAL)
 
 
 class User(ComplexModel):
@@ -37,7 +41,6 @@ def logged(environ, start_response):
     body = environ["wsgi.input"].read(length)
     print(json.dumps({"action": environ.get("HTTP_SOAPACTION"), "encoding": environ.get("HTTP_ACCEPT_ENCODING"),
                       "body": body.decode()}), flush=True)
-    import io
     environ["wsgi.input"] = io.BytesIO(body)
     return application(environ, start_response)
 
