@@ -37,6 +37,8 @@ let package = Package(
         .systemLibrary(name: "CHiredis"),
         // libxml2 (Debian's libxml2-dev) through its pull parser, with no DTD and no network: the answer side's XML.
         .systemLibrary(name: "CLibXML2", pkgConfig: "libxml-2.0", providers: [.apt(["libxml2-dev"])]),
+        // zlib (Debian's zlib1g-dev): a translated route's gzip or deflate answer, inflated within its limit.
+        .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
         // Pure translation, both ways: the standard library, and libxml2 to read XML answers.
         .target(name: "Rewriter", dependencies: ["CLibXML2"]),
         .target(
@@ -45,6 +47,7 @@ let package = Package(
                 "Rewriter",
                 "CNGHTTP2",
                 "CHiredis",
+                "CZlib",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -117,7 +120,7 @@ for (name, dependencies) in [
     ("FuzzHTTP2Session", ["Gateway", "NIOCore", "NIOEmbedded", "Logging", "CoreMetrics"]),
     ("FuzzAccessLine", ["Gateway", "NIOCore"]), ("FuzzFilterHost", ["Gateway", "Rewriter", "WasmKit", "Logging", "CoreMetrics"]),
     ("FuzzRedisReader", ["Gateway", "NIOCore"]), ("FuzzOTLPTraces", ["Gateway", "NIOCore", "Rewriter", "W3CTraceContext"]),
-    ("FuzzFleet", ["Gateway", "Rewriter"]), ("FuzzAnswer", ["Rewriter"]),
+    ("FuzzFleet", ["Gateway", "Rewriter"]), ("FuzzAnswer", ["Gateway", "Rewriter"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,

@@ -1,7 +1,9 @@
 // libFuzzer entry: an upstream's answer through the answer side — XML by
 // libxml2's pull parser (both namespace modes, forced arrays) and the form
 // and JSON decoders, then pick, fields and errors. Translated or refused,
-// never a trap; the bytes for the client always parse as JSON.
+// never a trap; the bytes for the client always parse as JSON. The same
+// bytes as a gzip or deflate answer: inflated within the limit, or refused.
+@testable import Gateway
 import Rewriter
 
 let rule = AnswerRule(arrays: ["/r/a"], pick: JSONPointer("/r"), fields: [
@@ -13,6 +15,11 @@ let rule = AnswerRule(arrays: ["/r/a"], pick: JSONPointer("/r"), fields: [
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let bytes = Array(UnsafeRawBufferPointer(start: start, count: count))
+    for coding in ["gzip", "deflate"] {
+        if case .success(let inflated)? = ContentCoding.decode(bytes, coding: coding, limit: 1 << 16) {
+            precondition(inflated.count <= 1 << 16, "inflated past the limit")
+        }
+    }
     for namespaces in XMLDecoder.Namespaces.allCases {
         if let document = try? XMLDecoder.decode(bytes, namespaces: namespaces, arrays: ["/r/a"], maxDepth: 16) {
             precondition((try? JSONReader.parse(JSONWriter.bytes(document))) == document, "a decoded document does not read back")

@@ -9,7 +9,9 @@ import Testing
 /// |---|---|---|
 /// | XML that is not well-formed | 502 bad-upstream-answer | the access line says where |
 /// | a DTD (billion laughs) | 502 | nothing expanded |
-/// | a gzip answer despite `Accept-Encoding: identity` | 502 | |
+/// | a gzip or deflate answer (despite `Accept-Encoding: identity`) | it translated | inflated first |
+/// | a compression bomb (1 MB of zeros in 1 KB of gzip) | 502 | inflation stops at `max_response_body_bytes` |
+/// | a truncated gzip stream, a coding gatewayd does not decode (`br`) | 502 | |
 /// | an answer past `max_response_body_bytes` | 502 | its connection dropped, memory bounded |
 /// | a required field missing, a value not of its type | 502 | |
 /// | a Content-Type no decoder takes (`auto`) | 502 | |
@@ -34,6 +36,19 @@ import Testing
         .init("HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\n\(extra)\r\n\(body)")
     }
 
+    /// Compressed by independent tools: gzip(1), and Python's zlib for deflate (zlib-wrapped, and raw as some servers send it).
+    static let compressed: [String: [UInt8]] = {
+        let xml = Array("<r><id>0042</id></r>".utf8)
+        func python(_ code: String, _ input: [UInt8]) -> [UInt8] {
+            (try? runPeer("/usr/bin/python3", ["-c", "import sys, zlib; sys.stdout.buffer.write(\(code))"], stdin: input).out) ?? []
+        }
+        let gzip = (try? runPeer("/usr/bin/gzip", ["-c"], stdin: xml).out) ?? []
+        let bomb = (try? runPeer("/usr/bin/gzip", ["-c", "-9"], stdin: [UInt8](repeating: 0x20, count: 1 << 20)).out) ?? []
+        return ["gzip": gzip, "deflate": python("zlib.compress(sys.stdin.buffer.read())", xml),
+                "raw": python("(lambda c: c.compress(sys.stdin.buffer.read()) + c.flush())(zlib.compressobj(9, zlib.DEFLATED, -15))", xml),
+                "bomb.gz": bomb, "truncated.gz": Array(gzip.dropLast(6))]
+    }()
+
     static func upstream() -> RawUpstream {
         RawUpstream { line in
             let path = line.split(separator: " ").dropFirst().first.map(String.init) ?? ""
@@ -42,7 +57,12 @@ import Testing
             case "/user/8": return answer("500 Internal Server Error", "text/xml; charset=utf-8", fault)
             case "/h/broken": return answer("200 OK", "text/xml", "<r><id>1</r></id>")
             case "/h/bomb": return answer("200 OK", "application/xml", bomb)
-            case "/h/gzip": return answer("200 OK", "text/xml", "<r><id>1</id></r>", extra: "Content-Encoding: gzip\r\n")
+            case "/h/brotli": return answer("200 OK", "text/xml", "<r><id>1</id></r>", extra: "Content-Encoding: br\r\n")
+            case "/h/gzip", "/h/deflate", "/h/raw", "/h/bomb.gz", "/h/truncated.gz":
+                let coded = compressed[String(path.dropFirst(3))]!
+                var answer = answer("200 OK", "text/xml", "", extra: "Content-Encoding: \(path.hasSuffix("deflate") || path.hasSuffix("raw") ? "deflate" : "gzip")\r\n")
+                answer.bytes = Array(String(decoding: answer.bytes, as: UTF8.self).replacingOccurrences(of: "Content-Length: 0", with: "Content-Length: \(coded.count)").utf8) + coded
+                return answer
             case "/h/big": return answer("200 OK", "text/xml", "<r><id>1</id>" + String(repeating: "<pad>x</pad>", count: 1000) + "</r>")
             case "/h/missing": return answer("200 OK", "text/xml", "<r><name>no id</name></r>")
             case "/h/notint": return answer("200 OK", "text/xml", "<r><id>seven</id></r>")
@@ -125,12 +145,18 @@ import Testing
         let empty = try call(gateway, "/p/empty", options)
         #expect(empty.status == "204" && empty.body.isEmpty)
         #expect(try call(gateway, "/h/ok", options).body == #"{"id":42}"#)
+        // Compressed answers are inflated first; the client's has no Content-Encoding.
+        #expect(Self.compressed.values.allSatisfy { !$0.isEmpty })
+        for path in ["/h/gzip", "/h/deflate", "/h/raw"] {
+            let inflated = try call(gateway, path, options)
+            #expect(inflated.body == #"{"id":42}"# && inflated.status == "200", "\(path): \(inflated)")
+        }
     }
 
     @Test(arguments: protocols) func aHostileAnswerFailsItsCallAloneAsA502(_ options: [String]) async throws {
         let upstream = Self.upstream()
         let gateway = try await Self.gateway(try await upstream.start())
-        for path in ["/h/broken", "/h/bomb", "/h/gzip", "/h/big", "/h/missing", "/h/notint", "/h/html"] {
+        for path in ["/h/broken", "/h/bomb", "/h/bomb.gz", "/h/truncated.gz", "/h/brotli", "/h/big", "/h/missing", "/h/notint", "/h/html"] {
             let answer = try call(gateway, path, options)
             #expect(answer.status == "502" && answer.type == "application/problem+json", "\(path): \(answer)")
             let problem = try JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any]

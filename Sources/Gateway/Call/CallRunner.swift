@@ -383,10 +383,16 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     private func translation(_ head: ResponseHead, _ body: [UInt8], _ route: Route) -> CallMachine.Translation {
         let unchanged = CallMachine.Translation.answer(document: body, head: head, body: body)
         guard let rule = route.answer else { return unchanged }
-        if let coding = head.headers["Content-Encoding"], coding.lowercased() != "identity", !body.isEmpty {
+        var body = body
+        switch ContentCoding.decode(body, coding: head.headers["Content-Encoding"], limit: shared.config.limits.maxResponseBodyBytes) {
+        case .success(let decoded)?:
+            body = decoded
+        case .failure(let failure)?:
             var problem = Problem.badUpstreamAnswer(on: route)
-            problem.logDetail = "response: the answer is \(coding)-encoded; translated routes ask for identity"
+            problem.logDetail = "response: \(failure)"
             return .untranslatable(problem)
+        case nil:
+            break
         }
         switch AnswerTranslator.translate(rule, contentType: head.headers["Content-Type"], body: body, maxDepth: route.config.rewrite?.maxJSONDepth ?? JSONReader.defaultMaxDepth,
                                           route: route.config.name) {
@@ -395,6 +401,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         case .translated(let document, let json)?:
             var client = head
             client.headers.remove("Content-Encoding")
+            client.headers.remove("Vary")
             client.set("Content-Type", "application/json")
             client.set("Content-Length", String(json.count))
             return .answer(document: document, head: client, body: json)
