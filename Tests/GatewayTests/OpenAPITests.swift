@@ -83,6 +83,22 @@ import Testing
         #expect(Self.at(paths, "/api/", "x-gatewayd-prefix") == .bool(true))
     }
 
+    @Test func aTranslatedAnswerIsTypedAndItsErrorsListed() throws {
+        let file = Self.root.appendingPathComponent("config/examples/soap-users.yaml").path
+        let config = try ConfigLoader.load(file: file, environment: [:]).config
+        let document = OpenAPIDocument.json(config, file: "soap-users.yaml")
+        #expect(try Self.validate(document) == nil)
+        let responses = Self.at(try JSONReader.parse(document), "paths", "/users/{id}", "get", "responses")
+        // The SOAP fault's 404 is listed, and the 502 of an answer that cannot be translated.
+        #expect(Self.keys(responses) == ["400", "404", "405", "431", "502", "503", "504", "default"])
+        #expect(JSONWriter.string(Self.at(responses, "502") ?? .null).contains("bad-upstream-answer"))
+        let schema = Self.at(responses, "default", "content", "application/json", "schema")
+        #expect(JSONWriter.string(schema ?? .null) == """
+            {"type":"object","properties":{"id":{"type":"integer"},"name":{},"tags":{"type":"array","items":{}},\
+            "since":{"type":"integer","description":"epoch milliseconds"}},"required":["name","tags"]}
+            """)
+    }
+
     /// The command and the admin endpoint give the same document.
     @Test func theCommandAndTheAdminEndpointServeIt() throws {
         let printed = try ExplainCommandTests().run(["openapi", "-c", "config/gatewayd.yaml"])
@@ -114,6 +130,8 @@ import Testing
         var body: String?
         /// The document allows the request (else it forbids it, and the gateway refuses it with a documented problem).
         var allowed: Bool
+        /// The status expected, when not any success (allowed) or a 400 or 415 (forbidden).
+        var status: Int?
         var testDescription: String { "\(method) \(path)" }
     }
 
@@ -141,42 +159,66 @@ import Testing
         try await Teardown.scope {
             let yaml = try String(contentsOf: Self.root.appendingPathComponent("config/gatewayd.yaml"), encoding: .utf8)
                 .replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:0")
-            let config = try ConfigLoader.load(yaml: yaml, file: "gatewayd.yaml").config
-            let gateway = try await GatewayHarness.start(yaml)
-            var pairs: [JSONValue] = []
-            for call in Self.calls {
-                let query = call.query.map { "\($0.0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)=\($0.1.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }
-                    .joined(separator: "&")
-                var arguments = (h2c ? ["--http2-prior-knowledge"] : ["--http1.1"]) + ["-X", call.method, "-w", "\u{1}%{http_code}\u{1}%{content_type}"]
-                if let type = call.contentType { arguments += ["-H", "Content-Type: \(type)"] }
-                if let body = call.body { arguments += ["--data-binary", body] }
-                arguments.append(gateway.base + call.path + (query.isEmpty ? "" : "?" + query))
-                let parts = try curl(arguments).text.components(separatedBy: "\u{1}")
-                try #require(parts.count == 3, "\(call.testDescription): \(parts)")
-                let answered = Int(parts[1]) ?? 0
+            try await Self.checkPairs(yaml: yaml, file: "gatewayd.yaml", calls: Self.calls, h2c: h2c)
+        }
+    }
+
+    /// The SOAP example's typed answers and mapped faults, from spyne's real service, match its document.
+    @Test(arguments: [false, true])
+    func translatedAnswersMatchTheDocument(h2c: Bool) async throws {
+        let service = try SOAPService()
+        defer { service.stop() }
+        let yaml = try String(contentsOf: Self.root.appendingPathComponent("config/examples/soap-users.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:0").replacingOccurrences(of: "127.0.0.1:8000", with: "127.0.0.1:\(service.port)")
+        try await Self.checkPairs(yaml: yaml, file: "soap-users.yaml", calls: [
+            Call(method: "GET", path: "/users/7", allowed: true),
+            Call(method: "GET", path: "/users/8", allowed: true, status: 404),
+            Call(method: "GET", path: "/users/seven", allowed: false),
+        ], h2c: h2c)
+    }
+
+    /// Takes `calls` through a gateway on `yaml`, then has openapi-core
+    /// validate each request and answer against the config's document.
+    static func checkPairs(yaml: String, file: String, calls: [Call], h2c: Bool) async throws {
+        let config = try ConfigLoader.load(yaml: yaml, file: file).config
+        let gateway = try await GatewayHarness.start(yaml)
+        var pairs: [JSONValue] = []
+        for call in calls {
+            let query = call.query.map { "\($0.0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)=\($0.1.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }
+                .joined(separator: "&")
+            var arguments = (h2c ? ["--http2-prior-knowledge"] : ["--http1.1"]) + ["-X", call.method, "-w", "\u{1}%{http_code}\u{1}%{content_type}"]
+            if let type = call.contentType { arguments += ["-H", "Content-Type: \(type)"] }
+            if let body = call.body { arguments += ["--data-binary", body] }
+            arguments.append(gateway.base + call.path + (query.isEmpty ? "" : "?" + query))
+            let parts = try curl(arguments).text.components(separatedBy: "\u{1}")
+            try #require(parts.count == 3, "\(call.testDescription): \(parts)")
+            let answered = Int(parts[1]) ?? 0
+            if let status = call.status {
+                #expect(answered == status, "\(call.testDescription): \(parts)")
+            } else {
                 #expect(call.allowed ? answered < 400 : [400, 415].contains(answered), "\(call.testDescription): \(parts)")
-                pairs.append(.object(JSONObject([
-                    "method": .string(call.method), "path": .string(call.path),
-                    "query": .object(JSONObject(call.query.map { .init(key: $0.0, value: .string($0.1)) })),
-                    "content_type": call.contentType.map(JSONValue.string) ?? .null, "body": call.body.map(JSONValue.string) ?? .null,
-                    "status": .number(parts[1]), "response_content_type": .string(parts[2].split(separator: ";").first.map(String.init) ?? ""),
-                    "response_body": .string(parts[0]),
-                ])))
             }
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-pairs-\(getpid())-\(h2c)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            try Data(OpenAPIDocument.json(config, file: "gatewayd.yaml")).write(to: directory.appendingPathComponent("document.json"))
-            try Data(JSONWriter.bytes(.array(pairs))).write(to: directory.appendingPathComponent("pairs.json"))
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers/openapi_pairs.py").path
-            let verdicts = try runPeer(OTLPReceiver.python, [script, directory.appendingPathComponent("document.json").path,
-                                                             directory.appendingPathComponent("pairs.json").path])
-            let lines = verdicts.text.split(separator: "\n").map(String.init)
-            try #require(lines.count == Self.calls.count, "\(verdicts.text)\(verdicts.err)")
-            for (call, line) in zip(Self.calls, lines) {
-                #expect(line.hasPrefix(call.allowed ? "request ok" : "request invalid"), "\(call.testDescription): \(line)")
-                #expect(line.hasSuffix("| response ok"), "\(call.testDescription): \(line)")
-            }
+            pairs.append(.object(JSONObject([
+                "method": .string(call.method), "path": .string(call.path),
+                "query": .object(JSONObject(call.query.map { .init(key: $0.0, value: .string($0.1)) })),
+                "content_type": call.contentType.map(JSONValue.string) ?? .null, "body": call.body.map(JSONValue.string) ?? .null,
+                "status": .number(parts[1]), "response_content_type": .string(parts[2].split(separator: ";").first.map(String.init) ?? ""),
+                "response_body": .string(parts[0]),
+            ])))
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-pairs-\(getpid())-\(file)-\(h2c)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data(OpenAPIDocument.json(config, file: file)).write(to: directory.appendingPathComponent("document.json"))
+        try Data(JSONWriter.bytes(.array(pairs))).write(to: directory.appendingPathComponent("pairs.json"))
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers/openapi_pairs.py").path
+        let verdicts = try runPeer(OTLPReceiver.python, [script, directory.appendingPathComponent("document.json").path,
+                                                         directory.appendingPathComponent("pairs.json").path])
+        let lines = verdicts.text.split(separator: "\n").map(String.init)
+        try #require(lines.count == calls.count, "\(verdicts.text)\(verdicts.err)")
+        for (call, line) in zip(calls, lines) {
+            #expect(line.hasPrefix(call.allowed ? "request ok" : "request invalid"), "\(call.testDescription): \(line)")
+            #expect(line.hasSuffix("| response ok"), "\(call.testDescription): \(line)")
         }
     }
 }

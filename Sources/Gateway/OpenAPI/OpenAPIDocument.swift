@@ -104,8 +104,11 @@ public enum OpenAPIDocument {
         var parameters: [JSONValue] = []
         if case .pattern(let pattern) = route.match.path {
             for name in pattern.captureNames {
+                // A capture is a parameter: the rule reading it types it.
+                let type = route.rewrite?.params.first { ($0.from ?? $0.name) == name && $0.value == nil }?.type
+                let schema = type.map { Inputs.schema($0) } ?? JSONObject(["type": .string("string")])
                 parameters.append(.object(JSONObject(["name": .string(name), "in": .string("path"), "required": .bool(true),
-                                                      "schema": .object(JSONObject(["type": .string("string")]))])))
+                                                      "schema": .object(schema)])))
             }
         }
         let inputs = Inputs(route: route, method: method)
@@ -159,9 +162,20 @@ public enum OpenAPIDocument {
         if route.validate.contains(where: { [$0.then, $0.otherwise].contains { if case .refresh = $0 { true } else { false } } }) {
             upstream.append("refresh-failed")
         }
+        let translates = route.response.map { $0.decode != .none } ?? false
+        if translates { upstream.append("bad-upstream-answer") }
         add(502, upstream)
         add(503, ["upstream-overloaded"], headers: JSONObject(["Retry-After": header("Seconds until a call may succeed", schema: ["type": .string("integer")])]))
         add(504, ["deadline", "upstream-timeout"])
+        // The route's `errors`: statuses it answers with a problem of its own.
+        for error in route.response?.errors ?? [] {
+            if let index = problems.firstIndex(where: { $0.status == error.status }) {
+                if !problems[index].codes.contains("upstream-error") { problems[index].codes.append("upstream-error") }
+            } else {
+                problems.append((error.status, ["upstream-error"], JSONObject()))
+            }
+        }
+        problems.sort { $0.status < $1.status }
         for (status, codes, headers) in problems {
             var response = JSONObject()
             response.append("description", .string(codes.joined(separator: ", ") + " (the gateway's own answer; the upstream may answer \(status) too)"))
@@ -178,11 +192,43 @@ public enum OpenAPIDocument {
             ])))
             responses.append(String(status), .object(response))
         }
+        guard translates, let rule = route.response else {
+            responses.append("default", .object(JSONObject([
+                "description": .string("The upstream's answer, its status and body as the upstream sent them"),
+                "content": .object(JSONObject(["*/*": .object(JSONObject())])),
+            ])))
+            return responses
+        }
         responses.append("default", .object(JSONObject([
-            "description": .string("The upstream's answer, its status and body as the upstream sent them"),
-            "content": .object(JSONObject(["*/*": .object(JSONObject())])),
+            "description": .string("The upstream's answer with its status, its body made JSON by the route's response: (an answer with no body as it came)"),
+            "content": .object(JSONObject(["application/json": .object(JSONObject(["schema": .object(answerSchema(rule))]))])),
         ])))
         return responses
+    }
+
+    /// The client's object as `response.fields` shape it: each field's type
+    /// exactly (an answer is converted, not accepted loosely); the fields
+    /// always there (required, defaulted, listed) are required. Without
+    /// fields, any JSON.
+    static func answerSchema(_ rule: AnswerRule) -> JSONObject {
+        guard let fields = rule.fields else { return JSONObject() }
+        var properties = JSONObject(), required: [JSONValue] = []
+        for field in fields {
+            var schema: JSONObject = switch field.type {
+            case .int?, .timestampMs?: JSONObject(["type": .string("integer")])
+            case .number?: JSONObject(["type": .string("number")])
+            case .bool?: JSONObject(["type": .string("boolean")])
+            case .string?: JSONObject(["type": .string("string")])
+            case .file?, nil: JSONObject()
+            }
+            if field.type == .timestampMs { schema.append("description", .string("epoch milliseconds")) }
+            if field.array { schema = JSONObject(["type": .string("array"), "items": .object(schema)]) }
+            properties.append(field.name, .object(schema))
+            if field.required || field.array || field.defaultValue != nil { required.append(.string(field.name)) }
+        }
+        var schema = JSONObject(["type": .string("object"), "properties": .object(properties)])
+        if !required.isEmpty { schema.append("required", .array(required)) }
+        return schema
     }
 
     private static func header(_ description: String, schema: [String: JSONValue]) -> JSONValue {
