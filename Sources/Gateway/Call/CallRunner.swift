@@ -261,12 +261,15 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
             self.end(.cut(outcome: "cut-short-\(error.name)"))
         case .translate(let head, let body):
             guard let call else { return }
-            run(machine.answerTranslated(translation(head, body, call.route), now: loopNow, random: &front.random))
+            let translation = call.route.answer.map {
+                AnswerTranslation.of(head, body, rule: $0, route: call.route.config, limit: shared.config.limits.maxResponseBodyBytes)
+            } ?? .answer(document: body, head: head, body: body)
+            run(machine.answerTranslated(translation, now: loopNow, random: &front.random))
         case .answerTooLarge(let end):
             tryEnded(end)
             guard let call else { return }
             call.dropConnection()
-            self.end(.problem(.answerTooLarge(limit: shared.config.limits.maxResponseBodyBytes, on: call.route)))
+            self.end(.problem(.answerTooLarge(limit: shared.config.limits.maxResponseBodyBytes, route: call.route.config.name)))
         case .respond(let problem, let end):
             tryEnded(end)
             call?.dropConnection()
@@ -377,40 +380,6 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     }
 
     // MARK: The answer
-
-    /// The held answer through the route's `response:`: decoded, checked for
-    /// its `errors`, picked and shaped; the client's head says JSON, and its length.
-    private func translation(_ head: ResponseHead, _ body: [UInt8], _ route: Route) -> CallMachine.Translation {
-        let unchanged = CallMachine.Translation.answer(document: body, head: head, body: body)
-        guard let rule = route.answer else { return unchanged }
-        var body = body
-        switch ContentCoding.decode(body, coding: head.headers["Content-Encoding"], limit: shared.config.limits.maxResponseBodyBytes) {
-        case .success(let decoded)?:
-            body = decoded
-        case .failure(let failure)?:
-            var problem = Problem.badUpstreamAnswer(on: route)
-            problem.logDetail = "response: \(failure)"
-            return .untranslatable(problem)
-        case nil:
-            break
-        }
-        switch AnswerTranslator.translate(rule, contentType: head.headers["Content-Type"], body: body, maxDepth: route.config.rewrite?.maxJSONDepth ?? JSONReader.defaultMaxDepth,
-                                          route: route.config.name) {
-        case nil:
-            return unchanged
-        case .translated(let document, let json)?:
-            var client = head
-            client.headers.remove("Content-Encoding")
-            client.headers.remove("Vary")
-            client.set("Content-Type", "application/json")
-            client.set("Content-Length", String(json.count))
-            return .answer(document: document, head: client, body: json)
-        case .error(let document, let problem)?:
-            return .error(document: document, problem)
-        case .untranslatable(let problem)?:
-            return .untranslatable(problem)
-        }
-    }
 
     /// The answer goes to the client (see `ClientExchange.prepare`), or the
     /// answer a filter made instead, the upstream's dropped with its connection.

@@ -100,16 +100,6 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         case failure(UpstreamError)
     }
 
-    /// What the route's `response:` made of a held answer.
-    enum Translation: Equatable, Sendable {
-        /// `document`: the decoded answer the validators judge; `head` and `body`: the client's answer.
-        case answer(document: [UInt8], head: ResponseHead, body: [UInt8])
-        /// One of the route's `errors` is in the decoded answer: the client gets `problem`.
-        case error(document: [UInt8], Problem)
-        /// The answer cannot be translated: a 502.
-        case untranslatable(Problem)
-    }
-
     /// What a judged try leaves for the access log and its endpoint's outlier detection.
     struct TryEnd: Equatable, Sendable {
         var tries: Int
@@ -430,7 +420,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
 
     /// The route's `response:` made the held answer the client's (or could
     /// not): judged as the upstream's status over the decoded document.
-    mutating func answerTranslated(_ translation: Translation, now: Instant, random: inout some RandomNumberGenerator) -> Action {
+    mutating func answerTranslated(_ translation: AnswerTranslation, now: Instant, random: inout some RandomNumberGenerator) -> Action {
         guard case .inFlight(var flight) = state, case .translating(let upstream) = flight.step else { return .none }
         flight.step = .awaitingHead
         state = .inFlight(flight)

@@ -81,14 +81,14 @@ extension Problem {
     }
 
     /// The route's `response:` could not make the upstream's answer the client's (why: `logDetail`).
-    static func badUpstreamAnswer(on route: Route) -> Problem {
+    static func badUpstreamAnswer(route: String) -> Problem {
         Problem(status: 502, code: "bad-upstream-answer", title: "Bad upstream answer", detail: "the upstream's answer could not be decoded",
-                route: route.config.name)
+                route: route)
     }
 
-    static func answerTooLarge(limit: Int, on route: Route) -> Problem {
+    static func answerTooLarge(limit: Int, route: String) -> Problem {
         var problem = Problem(status: 502, code: "bad-upstream-answer", title: "Bad upstream answer",
-                              detail: "the upstream's answer is too large to translate", route: route.config.name)
+                              detail: "the upstream's answer is too large to translate", route: route)
         problem.logDetail = "response: the answer is larger than limits.max_response_body_bytes (\(limit))"
         return problem
     }

@@ -1,4 +1,4 @@
-internal import CLibXML2
+import CLibXML2
 
 /// An XML document as JSON, by xmltodict's defaults (the most used
 /// convention): an element is a key; an attribute is `@name`; text is the
