@@ -34,6 +34,10 @@ struct ExplainCommand: ParsableCommand {
     @Flag(help: "Print the secrets the config interpolates (${env:...}, ${file:...}); by default they show as <redacted>, as /config shows them.")
     var showSecrets = false
 
+    @Option(help: ArgumentHelp("The upstream's raw HTTP/1.1 answer (a file): also print what the client gets, as the daemon writes it.",
+                               valueName: "file"))
+    var answer: String?
+
     @Argument(help: "The request method, e.g. GET.")
     var method: String
 
@@ -48,6 +52,9 @@ struct ExplainCommand: ParsableCommand {
             throw ValidationError("'\(target)' is not a request target: it starts with '/' ('/\(target)'), or is an absolute URL")
         }
         for header in headers where !header.contains(":") { throw ValidationError("-H '\(header)' is not 'Name: value'") }
+        if let answer, FileManager.default.contents(atPath: answer) == nil {
+            throw ValidationError("--answer \(answer): cannot read \(answer)")
+        }
         if let data, data.hasPrefix("@") {
             let path = String(data.dropFirst())
             let file = open(path, O_RDONLY)
@@ -98,6 +105,16 @@ struct ExplainCommand: ParsableCommand {
             }
             for note in notes { write("# \(note)\n") }
             write(Self.hiding(secrets, in: request))
+            if let answer, let raw = FileManager.default.contents(atPath: answer) {
+                let method = String(decoding: request.prefix { $0 != UInt8(ascii: " ") }, as: UTF8.self)
+                do throws(Explanation.UnreadableAnswer) {
+                    let written = try Explanation.answer(Array(raw), method: method, route: index, config: config, requestID: requestID)
+                    write("# the client gets, for the upstream's answer in \(answer):\n")
+                    write(Self.hiding(secrets, in: written))
+                } catch {
+                    throw ValidationError("--answer \(answer): \(error)")
+                }
+            }
         case .filterAnswered(let filter, let status, let headers, let body):
             write("# filter \(filter) answers the client itself:\n")
             var text = "HTTP/1.1 \(status)\r\n"

@@ -64,6 +64,7 @@ import Testing
             Sample(method: "POST", target: "/login", headers: ["Content-Type: application/x-www-form-urlencoded"], body: "u=a&p=b"),
             Sample(method: "GET", target: "/api/items", headers: ["X-Api-Key: k-1"]),
         ]),
+        ("config/examples/soap-users.yaml", [Sample(method: "GET", target: "/users/7"), Sample(method: "GET", target: "/users/seven")]),
         ("config/examples/retries.yaml", [Sample(method: "GET", target: "/flaky/a"), Sample(method: "GET", target: "/protected/b")]),
         ("config/examples/tracing.yaml", [
             Sample(method: "GET", target: "/t", headers: ["traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
