@@ -151,9 +151,18 @@ events {{ worker_connections 4096; }}
 http {{ access_log %s; keepalive_requests 1000000; client_body_temp_path {work}; proxy_temp_path {work};
 fastcgi_temp_path {work}; uwsgi_temp_path {work}; scgi_temp_path {work};
 """
+# A legacy SOAP service's 2 KB GetUser answer (spyne's shape), for the answer-side rows.
+SOAP_ANSWER = ('<?xml version="1.0" encoding="UTF-8"?>'
+               "<soap11env:Envelope xmlns:soap11env=\"http://schemas.xmlsoap.org/soap/envelope/\" "
+               "xmlns:tns=\"urn:users\"><soap11env:Body><tns:GetUserResponse><tns:GetUserResult><tns:id>7</tns:id><tns:name>Ann</tns:name>"
+               "<tns:email>ann@example.com</tns:email><tns:active>true</tns:active><tns:tags>"
+               + "".join(f"<tns:string>tag-{i}</tns:string>" for i in range(12))
+               + "</tns:tags><tns:created>2024-05-01T12:30:00+00:00</tns:created><tns:bio>" + "legacy " * 180
+               + "</tns:bio></tns:GetUserResult></tns:GetUserResponse></soap11env:Body></soap11env:Envelope>")
 upstream_conf = write("upstream.conf", nginx_common % (1, "upstream", "upstream", "off") + f"""
 server {{ listen 127.0.0.1:{upstream_port}; listen 127.0.0.1:{upstream_port2}; client_max_body_size 0; location / {{ return 200 "hello world\\n"; }}
-  location /always503 {{ return 503 "busy\\n"; }} }}
+  location /always503 {{ return 503 "busy\\n"; }}
+  location /soap {{ default_type "text/xml; charset=utf-8"; return 200 '{SOAP_ANSWER}'; }} }}
 server {{ listen 127.0.0.1:{upstream_h2_port} http2; location / {{ return 200 "hello world\\n"; }} }}
 server {{ listen 127.0.0.1:{collector_port}; client_max_body_size 0; location / {{ return 200 ""; }} }}
 }}""")
@@ -214,6 +223,11 @@ routes:
   - {{name: retry, match: {{path: /always503}}, upstream: up,
      retry: {{attempts: 2, on: [503], backoff: {{strategy: immediate}}}}}}
   - {{name: two, match: {{path: /two}}, upstream: two, headers: {{set: {{X-Injected: "1"}}}}}}
+  - {{name: soap-pass, match: {{path: /soap}}, upstream: up}}
+  - {{name: soap-json, match: {{path: /soap-json}}, upstream: up, rewrite: {{path: /soap}},
+     response: {{xml: {{arrays: [/Envelope/Body/GetUserResponse/GetUserResult/tags/string]}}, pick: /Envelope/Body/GetUserResponse/GetUserResult,
+                fields: {{id: {{from: /id, type: int}}, name: {{from: /name}}, email: {{from: /email}}, active: {{from: /active, type: bool}},
+                         tags: {{from: /tags/string, array: true}}, since: {{from: /created, type: timestamp_ms}}}}}}}}
   - {{name: pass, upstream: up, headers: {{set: {{X-Injected: "1"}}}}}}
 """)
 # 10-key JSON body, POSTed by wrk to the rewrite route (-> GET with a query string)
@@ -401,7 +415,8 @@ try:
         runs = {"pass-through": ("/", None), "two endpoints": ("/two", None), "rewrite": ("/rewrite", rewrite_lua),
                 "retry (2 tries)": ("/always503", None), "C filter (sets a header)": ("/filtered", None),
                 "C filter, compiled": ("/compiled", None),
-                "local rate limit": ("/limited", None), "fleet rate limit (Redis)": ("/fleet", None)}
+                "local rate limit": ("/limited", None), "fleet rate limit (Redis)": ("/fleet", None),
+                "2 KB SOAP answer, passed through": ("/soap", None), "2 KB SOAP answer -> 6-field JSON": ("/soap-json", None)}
         results = {name: [] for name in runs}
         # Commands gatewayd sent (the scripts' own calls inside Redis are not counted).
         redis_commands = lambda: sum(int(n) for n in re.findall(r"cmdstat_(?:evalsha|eval|script\|load):calls=(\d+)", subprocess.run(
@@ -425,6 +440,9 @@ try:
             filtered = med[name]
             print(f"{name}: {filtered[3] - base_cpu:+.1f} µs of CPU per call over pass-through, {filtered[0] / base_rps:.2f}x its req/s; "
                   f"its VM added {vm_mib[path]:.1f} MiB of RSS on the one event loop")
+        passed, translated = med["2 KB SOAP answer, passed through"], med["2 KB SOAP answer -> 6-field JSON"]
+        print(f"answer translation: {translated[0] / passed[0]:.2f}x the pass-through's req/s (target 0.8x or more), "
+              f"{translated[3] - passed[3]:+.1f} µs of CPU per call for decoding {len(SOAP_ANSWER)} bytes of XML and shaping them")
         local, fleet = med["local rate limit"], med["fleet rate limit (Redis)"]
         print(f"fleet rate limit: {fleet[3] / local[3]:.2f}x the local limit's CPU per call, p99 {fleet[2] / local[2]:.2f}x; "
               f"{fleet_commands / max(fleet_calls, 1):.3f} Redis commands per call (lease 100)")
