@@ -57,7 +57,7 @@ struct RunCommand: AsyncParsableCommand {
         let admin = AdminServer(endpoints: .init(
             status: server.status, metrics: { MetricHelp.adding(to: registry.emitToBuffer()) }, config: { reloader.redactedConfig },
             routes: { RouteTable.describe(reloader.current) }, upstreams: { server.upstreamsJSON() }, store: { server.storeJSON() },
-            openapi: { [file = options.config] in OpenAPIDocument.json(reloader.current, file: file) },
+            openapi: { OpenAPIDocument.json(reloader.current, file: reloader.current.openapi.file) },
             reload: { await reloader.reload(trigger: "POST /reload") },
             token: { reloader.current.admin?.token }))
         let operatorSignals = await UnixSignalsSequence(trapping: .sighup, .sigusr1)

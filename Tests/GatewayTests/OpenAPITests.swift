@@ -163,6 +163,38 @@ import Testing
         }
     }
 
+    /// `openapi.path` serves the document on the client listener, both
+    /// protocols, before any route; a reload serves the new one.
+    @Test func theClientListenerServesItAtOpenAPIPathAndAReloadRenewsIt() async throws {
+        let yaml = """
+            listeners: [{address: 127.0.0.1:0}]
+            openapi: {title: Served, path: /openapi.json}
+            routes:
+              - {name: first, match: {path: /first}, upstream: echo}
+              - {name: everything, upstream: echo}
+            """
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-served-\(getpid()).yaml")
+        try yaml.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let gateway = try SpawnedGateway(config: file.path)
+        defer { gateway.stop() }
+        let expected = OpenAPIDocument.json(try ConfigLoader.load(file: file.path, environment: [:]).config, file: file.path)
+        for options in [["--http1.1"], ["--http2-prior-knowledge"]] {
+            let served = try curl(options + ["-s", "-D", "/dev/stderr", "http://127.0.0.1:\(gateway.port)/openapi.json?x=1"])
+            #expect(served.out == expected, "\(options)")
+            #expect(served.err.lowercased().contains("content-type: application/json"))
+        }
+        #expect(try Self.validate(expected) == nil)
+        // Other methods go to the routes, as does every other path.
+        #expect(try curl(["-s", "-X", "POST", "http://127.0.0.1:\(gateway.port)/openapi.json"]).text.contains(#""method":"POST""#))
+        try yaml.replacingOccurrences(of: "/first", with: "/second").write(to: file, atomically: true, encoding: .utf8)
+        gateway.signal(SIGHUP)
+        let renewed = await eventually(timeout: 20) {
+            (try? curl(["-s", "http://127.0.0.1:\(gateway.port)/openapi.json"]).text.contains(#""/second""#)) == true
+        }
+        #expect(renewed)
+    }
+
     /// The SOAP example's typed answers and mapped faults, from spyne's real service, match its document.
     @Test(arguments: [false, true])
     func translatedAnswersMatchTheDocument(h2c: Bool) async throws {

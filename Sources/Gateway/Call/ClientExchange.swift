@@ -80,6 +80,10 @@ final class ClientExchange {
     /// call whose body streams upstream as it arrives.
     func headArrived(_ head: consuming RequestHead) -> Start? {
         begin(head)
+        if shared.openAPIDocument != nil, let document = openAPIDocument(for: head) {
+            write(document)
+            return nil
+        }
         let framing = client.requestFraming
         let (traceID, hop, decision) = CallAdmission.admit(
             &head, client: .init(address: shared.trustedProxies.clientAddress(peer: client.peerAddress, forwardedFor: head.headers.values("X-Forwarded-For")),
@@ -111,6 +115,18 @@ final class ClientExchange {
         body.removeAll(keepingCapacity: true)
         wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
         return nil
+    }
+
+    /// `openapi.path`'s document, answered before any route (GET and HEAD; a query is ignored).
+    private func openAPIDocument(for head: RequestHead) -> OwnAnswer? {
+        guard let document = shared.openAPIDocument, let path = shared.config.openapi.path, head.method == .GET || head.method == .HEAD,
+            head.uri.prefix(while: { $0 != "?" }) == path
+        else { return nil }
+        let requestID = ClientInfo.requestID(from: head.headers, random: &random)
+        record.log.requestID = requestID
+        record.log.route = "openapi"
+        return OwnAnswer(status: 200, headers: ["Content-Type": "application/json", "X-Request-Id": requestID, "Date": HTTPDate.format(HTTPDate.now())],
+                         body: document, to: head, close: exchange.quiescing)
     }
 
     private func begin(_ head: RequestHead) {

@@ -45,7 +45,8 @@ public enum ConfigLoader {
             throw ConfigError(issues: [ConfigIssue(file: file, line: 1, column: 1, path: "", message: "the file is empty")])
         }
         let reader = ConfigReader(file: file, environment: environment)
-        let config = reader.readConfig(root)
+        var config = reader.readConfig(root)
+        config?.openapi.file = file
         guard duplicates.isEmpty, reader.issues.isEmpty, let config else {
             throw ConfigError(issues: duplicates + reader.issues, warnings: reader.warnings)
         }

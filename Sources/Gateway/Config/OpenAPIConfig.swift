@@ -7,6 +7,10 @@ public struct OpenAPIConfig: Sendable, Hashable {
     public var description: String?
     /// The base URLs clients use; none: each listener's own.
     public var servers: [String] = []
+    /// Where the client listeners serve the document too (nil: only the admin listener's `/openapi.json`).
+    public var path: String?
+    /// The config file's name, the default title (set by `ConfigLoader`, not a key).
+    public internal(set) var file = "gatewayd.yaml"
 
     public init() {}
 }

@@ -33,6 +33,9 @@ final class ListenerContext: Sendable {
     /// Where sampled calls' spans go (nil: `tracing.export` is off).
     let spans: SpanExporter?
 
+    /// The OpenAPI document served at `openapi.path` (nil: none is).
+    let openAPIDocument: [UInt8]?
+
     init(config: GatewayConfig, router: Router, pools: UpstreamPools, modifiers: [any RequestModifier],
          validators: [any ResponseValidator], accessLog: AccessLog?, logger: Logger, metrics: GatewayMetrics, tls: NIOSSLContext?,
          trustedProxies: [AddressRange] = [], filters: FilterHosts? = nil, spans: SpanExporter? = nil) {
@@ -45,6 +48,7 @@ final class ListenerContext: Sendable {
         self.validators = validators
         validatorsReadBodies = validators.contains(where: \.readsBody)
         self.config = config
+        openAPIDocument = config.openapi.path.map { _ in OpenAPIDocument.json(config, file: config.openapi.file) }
         self.router = router
         self.pools = pools
         routeUpstreams = router.routes.map { pools.states[$0.upstream.name] }
