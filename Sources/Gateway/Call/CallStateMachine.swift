@@ -80,123 +80,6 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         case refreshing(fallback: Answer)
     }
 
-    /// A try's outcome whose verdict waits for the retry budget.
-    struct Judging: Sendable {
-        var outcome: TryOutcome
-        var decided: RetryState<Instant>.Action
-        var answer: Answer
-        var connectionHeld: Bool
-        var tellsEndpoint: Bool
-    }
-
-    /// What a try came to, as the client would get it when it is let through.
-    enum Answer: Equatable, Sendable {
-        /// A response head the runner holds.
-        case head
-        /// A response held whole.
-        case held(head: ResponseHead, body: [UInt8])
-        /// The gateway's answer instead (an answer `response:` cannot translate, or one of its `errors`).
-        case problem(Problem)
-        case failure(UpstreamError)
-    }
-
-    /// What a judged try leaves for the access log and its endpoint's outlier detection.
-    struct TryEnd: Equatable, Sendable {
-        var tries: Int
-        /// Its outcome goes to its endpoint's outlier detection (once per try): `failure`, or fine.
-        var tellsEndpoint: Bool
-        var failure: OutlierConfig.Failure?
-        /// What the retry policy decided, for the try's log line (nil: it decided nothing).
-        var decided: RetryState<Instant>.Action?
-        var decidedBy: String?
-        var byCondition = false
-        var result: TryLog.Result?
-    }
-
-    enum Action: Equatable, Sendable {
-        /// Nothing to do (the event is stale, or only moved the state).
-        case none
-        case runModifiers(Token)
-        case acquireConnection(Token)
-        /// Send the request on the connection that arrived (`streamed`: its
-        /// head, then the body parts read meanwhile, and the body's end when
-        /// it came); when the route has one, arm a per-try timer carrying `token`.
-        case send(Token, tries: Int, perTryTimeout: Duration?, streamed: StreamedStart?)
-        /// The call or try the connection was for is over: back to its pool.
-        case giveBack
-        /// A request body's part that is not streamed: read into the call's buffer.
-        case bufferBody(ByteBuffer)
-        /// A streamed request body's part, to the try's connection.
-        case sendBody(ByteBuffer)
-        case sendEnd
-        /// The client's reading resumes (the upstream takes more, or the rest of the body is read and dropped).
-        case resumeClient
-        /// The call's deadline is not reached yet: wake again then.
-        case wake(at: Instant)
-        /// The call's deadline passed: it ends as a 504, or cut short when its response already went to the client.
-        case timeOutCall(forwarded: Bool)
-        /// The current try ran out of time: abandon its connection, fail it as `timeout`.
-        case timeOutTry
-        /// Ask the route's retry budget for one retry (`budgetAnswered`).
-        case askBudget
-        /// The response head the runner holds goes to the client.
-        case forwardHead(TryEnd?)
-        /// A part of the answer goes to the client.
-        case forwardBody(ByteBuffer)
-        /// The answer's parts of this read go out.
-        case flush
-        /// The held answer went past the limit: it is let through as it is, the rest streams.
-        case letThrough(head: ResponseHead, body: [UInt8], TryEnd?)
-        /// The held answer, whole and accepted, goes to the client: the call is over.
-        case writeHeld(head: ResponseHead, body: [UInt8], TryEnd?)
-        /// The held answer, whole, goes through the route's `response:` (`answerTranslated`).
-        case translate(head: ResponseHead, body: [UInt8])
-        /// The answer to translate is larger than it may be held: a 502, its connection dropped.
-        case answerTooLarge(TryEnd?)
-        /// The refused answer is read to its end on its connection, which is kept; the retry follows.
-        case drain(TryEnd)
-        /// The try is dropped with its connection; the next starts after `after`.
-        case retry(Token, after: Duration, TryEnd?)
-        /// Wait out a backoff, then `backoffElapsed`.
-        case backOff(Token, Duration)
-        /// A credential refresh, then the try `next` (`credentialReady`, `credentialFailed`, `refreshUnavailable`).
-        case startRefresh(RefreshSpec, next: Token, TryEnd)
-        /// The client gets a 502 naming `validator`.
-        case refuse(validator: String, status: Int?, TryEnd)
-        /// The try failed with no try left: the gateway's 502.
-        case failTry(UpstreamError, TryEnd?)
-        /// The try failed after its response went to the client: cut short.
-        case cutShort(UpstreamError, TryEnd?)
-        /// The call ends with the gateway's answer.
-        case respond(Problem, TryEnd?)
-        /// The client broke its framing while its answer was under way: close.
-        case closeClient
-        /// The client broke its framing: the call is abandoned and the client gets `problem`, then the connection closes.
-        case rejectRequest(Problem)
-        /// The try's response ended: the call is over.
-        case finish
-    }
-
-    struct StreamedStart: Equatable, Sendable {
-        var pending: [ByteBuffer]
-        var end: Bool
-    }
-
-    /// A pass-through route's request body, streamed as it arrives.
-    enum RequestBody: Sendable {
-        /// Nothing streams: the body is read whole before its call, or ended.
-        case idle
-        /// Parts read before the try's connection was ready (`ended`: all of it).
-        case waiting([ByteBuffer], ended: Bool)
-        /// Each part goes to the try's connection as it arrives.
-        case connected
-        /// Its call is over: the rest is read and dropped.
-        case dropping
-    }
-
-    /// Refused answers up to this size are drained, not dropped with their connection.
-    static var drainLimit: Int { 64 * 1024 }
-
     private(set) var state = State.idle
     private(set) var streamedBody = RequestBody.idle
     private var calls: UInt64 = 0
@@ -238,17 +121,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         flight.step = .awaitingHead
         flight.tries += 1
         state = .inFlight(flight)
-        let streamed: StreamedStart?
-        switch streamedBody {
-        case .idle, .dropping:
-            streamed = nil
-        case .connected:
-            streamed = StreamedStart(pending: [], end: false)
-        case .waiting(let pending, let ended):
-            streamed = StreamedStart(pending: pending, end: ended)
-            streamedBody = ended ? .idle : .connected
-        }
-        return .send(token, tries: flight.tries, perTryTimeout: flight.perTryTimeout, streamed: streamed)
+        return .send(token, tries: flight.tries, perTryTimeout: flight.perTryTimeout, streamed: streamedBody.connect())
     }
 
     /// The connection for `token` could not be made: a try too.
@@ -261,46 +134,12 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
 
     // MARK: The request body
 
-    mutating func requestBody(_ buffer: ByteBuffer) -> Action {
-        switch streamedBody {
-        case .idle: return .bufferBody(buffer)
-        case .connected: return isInFlight ? .sendBody(buffer) : .none
-        case .dropping: return .none
-        case .waiting(var pending, let ended):
-            guard isInFlight else { return .none }
-            // The state lets go of the array first, so it grows in place.
-            streamedBody = .idle
-            pending.append(buffer)
-            streamedBody = .waiting(pending, ended: ended)
-            return .none
-        }
-    }
+    mutating func requestBody(_ buffer: ByteBuffer) -> Action { streamedBody.part(buffer, inFlight: isInFlight) }
 
-    mutating func requestEnded() -> Action {
-        switch streamedBody {
-        case .idle:
-            return .none
-        case .connected:
-            streamedBody = .idle
-            return isInFlight ? .sendEnd : .resumeClient
-        case .dropping:
-            streamedBody = .idle
-            return .resumeClient
-        case .waiting(let pending, _):
-            guard isInFlight else {
-                streamedBody = .idle
-                return .resumeClient
-            }
-            streamedBody = .waiting(pending, ended: true)
-            return .none
-        }
-    }
+    mutating func requestEnded() -> Action { streamedBody.ended(inFlight: isInFlight) }
 
     /// The try's connection can take more: a paused streamed body is read again.
-    mutating func upstreamWritable() -> Action {
-        if case .connected = streamedBody { return .resumeClient }
-        return .none
-    }
+    func upstreamWritable() -> Action { streamedBody.resumesOnWritable }
 
     // MARK: The response
 
@@ -323,9 +162,9 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
             return .none
         }
         let status = Int(head.status.code)
-        guard flight.retry != nil else { return .forwardHead(tryEnd(flight, failure: status >= 500 ? .status5xx : nil)) }
-        return judge(&flight, .response(status: status, headers: head.headers, body: nil), answer: .head, connectionHeld: true, tells: true,
-                     now: now, random: &random)
+        guard flight.retry != nil else { return .forwardHead(flight.tryEnd(status: status)) }
+        return moving(&flight) { $0.judge(.response(status: status, headers: head.headers, body: nil), answer: .head, connectionHeld: true, tells: true,
+                     now: now, random: &random) }
     }
 
     /// The response head went to the client.
@@ -352,8 +191,8 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
                 return .none
             }
             // An answer to translate never reaches the client as it came.
-            if flight.translates { return .answerTooLarge(tryEnd(flight, failure: nil)) }
-            return .letThrough(head: head, body: body, tryEnd(flight, failure: head.status.code >= 500 ? .status5xx : nil))
+            if flight.translates { return .answerTooLarge(flight.tryEnd(failure: nil)) }
+            return .letThrough(head: head, body: body, flight.tryEnd(status: Int(head.status.code)))
         case .draining:
             return .none
         default:
@@ -373,7 +212,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         guard case .inFlight(var flight) = state else { return .finish }
         switch flight.step {
         case .draining(let delay):
-            return nextTry(&flight, after: delay, end: nil, drop: false)
+            return moving(&flight) { $0.nextTry(after: delay, end: nil, drop: false) }
         case .holding(let head, let body):
             // The state lets go of the answer: the runner may edit it.
             flight.step = .awaitingHead
@@ -385,10 +224,10 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
             }
             let status = Int(head.status.code)
             guard flight.retry != nil else {
-                return .writeHeld(head: head, body: body, tryEnd(flight, failure: status >= 500 ? .status5xx : nil))
+                return .writeHeld(head: head, body: body, flight.tryEnd(status: status))
             }
-            return judge(&flight, .response(status: status, headers: head.headers, body: body), answer: .held(head: head, body: body),
-                         connectionHeld: false, tells: true, now: now, random: &random)
+            return moving(&flight) { $0.judge(.response(status: status, headers: head.headers, body: body), answer: .held(head: head, body: body),
+                         connectionHeld: false, tells: true, now: now, random: &random) }
         default:
             return .finish
         }
@@ -403,7 +242,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         guard case .inFlight(var flight) = state else { return .none }
         let tells = flight.step.awaitsVerdict
         let end = TryEnd(tries: flight.tries, tellsEndpoint: tells, failure: OutlierConfig.Failure(error.kind))
-        if case .draining(let delay) = flight.step { return nextTry(&flight, after: delay, end: end, drop: true) }
+        if case .draining(let delay) = flight.step { return moving(&flight) { $0.nextTry(after: delay, end: end, drop: true) } }
         if case .forwarding = flight.step { return .cutShort(error, end) }
         if progress == .unsent, error.kind != .connectFailure, case .available = flight.replay, case .awaitingHead = flight.step {
             flight.replay = .used
@@ -412,10 +251,10 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
             replayed.decidedBy = flight.retry?.decidedBy
             replayed.byCondition = flight.retry?.decidedByCondition ?? false
             replayed.result = .failure(error.name)
-            return nextTry(&flight, after: .zero, end: replayed, drop: true)
+            return moving(&flight) { $0.nextTry(after: .zero, end: replayed, drop: true) }
         }
         guard flight.retry != nil, progress != .responseStarted else { return .failTry(error, end) }
-        return judge(&flight, .failure(error), answer: .failure(error), connectionHeld: false, tells: tells, now: now, random: &random)
+        return moving(&flight) { $0.judge(.failure(error), answer: .failure(error), connectionHeld: false, tells: tells, now: now, random: &random) }
     }
 
     /// The route's `response:` made the held answer the client's (or could
@@ -431,104 +270,22 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         case .untranslatable(let problem): (answer, document) = (.problem(problem), nil)
         }
         let status = Int(upstream.status.code)
-        guard flight.retry != nil else { return letThrough(&flight, answer, tryEnd(flight, failure: status >= 500 ? .status5xx : nil)) }
-        return judge(&flight, .response(status: status, headers: upstream.headers, body: document), answer: answer, connectionHeld: false, tells: true,
-                     now: now, random: &random)
-    }
-
-    // MARK: The verdict
-
-    /// Walks the route's validators and retry policy over the try's outcome;
-    /// a retry first asks the route's budget. `tells`: the outcome is still
-    /// to be told to the try's endpoint.
-    private mutating func judge(_ flight: inout Flight, _ outcome: TryOutcome, answer: Answer, connectionHeld: Bool, tells: Bool, now: Instant,
-                                random: inout some RandomNumberGenerator) -> Action {
-        let unsent = flight.replay == .used ? 1 : 0
-        guard let decided = flight.retry?.tryFinished(outcome, tries: flight.tries - unsent, now: now, random: &random) else {
-            return letThrough(&flight, answer, nil)
+        guard flight.retry != nil else {
+            let end = flight.tryEnd(status: status)
+            return moving(&flight) { $0.letThrough(answer, end) }
         }
-        let judging = Judging(outcome: outcome, decided: decided, answer: answer, connectionHeld: connectionHeld, tellsEndpoint: tells)
-        switch decided {
-        case .retry, .refreshThenRetry:
-            flight.step = .askingBudget(judging)
-            state = .inFlight(flight)
-            return .askBudget
-        default:
-            return settle(&flight, judging)
-        }
+        return moving(&flight) { $0.judge(.response(status: status, headers: upstream.headers, body: document), answer: answer, connectionHeld: false, tells: true,
+                     now: now, random: &random) }
     }
 
     /// The retry budget answered `askBudget`: the retry is spent, or the try given up.
     mutating func budgetAnswered(_ allowed: Bool) -> Action {
         guard case .inFlight(var flight) = state, case .askingBudget(var judging) = flight.step else { return .none }
         if !allowed { judging.decided = .giveUp(reason: "retry budget spent") }
-        return settle(&flight, judging)
-    }
-
-    /// Moves on as the verdict says.
-    private mutating func settle(_ flight: inout Flight, _ judging: Judging) -> Action {
-        var end = TryEnd(tries: flight.tries, tellsEndpoint: judging.tellsEndpoint, decided: judging.decided, decidedBy: flight.retry?.decidedBy,
-                         byCondition: flight.retry?.decidedByCondition ?? false)
-        switch judging.outcome {
-        case .response(let status, _, _):
-            end.result = .status(status)
-            end.failure = OutlierConfig.Failure(judged: status, judging.decided, decidedBy: end.decidedBy)
-        case .failure(let error):
-            end.result = .failure(error.name)
-            end.failure = OutlierConfig.Failure(error.kind)
-        }
-        switch judging.decided {
-        case .accept, .giveUp:
-            return letThrough(&flight, judging.answer, end)
-        case .fail(let validator):
-            return .refuse(validator: validator, status: judging.outcome.status, end)
-        case .refreshThenRetry(let spec):
-            let next = Token(call: flight.token.call, attempt: flight.token.attempt + 1)
-            flight.token = next
-            flight.step = .refreshing(fallback: judging.answer)
-            state = .inFlight(flight)
-            return .startRefresh(spec, next: next, end)
-        case .retry(let delay, _):
-            if judging.connectionHeld, case .response(_, let headers, _) = judging.outcome,
-                let length = headers["Content-Length"].flatMap(Int.init), length <= Self.drainLimit
-            {
-                flight.step = .draining(delay: delay)
-                state = .inFlight(flight)
-                return .drain(end)
-            }
-            return nextTry(&flight, after: delay, end: end, drop: true)
-        }
-    }
-
-    /// The try's answer goes to the client as it is (a failure as the gateway's 502).
-    private mutating func letThrough(_ flight: inout Flight, _ answer: Answer, _ end: TryEnd?) -> Action {
-        switch answer {
-        case .head:
-            flight.step = .awaitingHead
-            state = .inFlight(flight)
-            return .forwardHead(end)
-        case .held(let head, let body):
-            flight.step = .awaitingHead
-            state = .inFlight(flight)
-            return .writeHeld(head: head, body: body, end)
-        case .problem(let problem):
-            return .respond(problem, end)
-        case .failure(let error):
-            return .failTry(error, end)
-        }
+        return moving(&flight) { $0.settle(judging) }
     }
 
     // MARK: Retries
-
-    /// The next try starts after `delay` (`drop`: the current try's connection goes first).
-    private mutating func nextTry(_ flight: inout Flight, after delay: Duration, end: TryEnd?, drop: Bool) -> Action {
-        let next = Token(call: flight.token.call, attempt: flight.token.attempt + 1)
-        flight.token = next
-        flight.step = delay > .zero ? .backingOff : .acquiring
-        state = .inFlight(flight)
-        if drop { return .retry(next, after: delay, end) }
-        return delay > .zero ? .backOff(next, delay) : .acquireConnection(next)
-    }
 
     mutating func backoffElapsed(_ token: Token) -> Action {
         guard case .inFlight(var flight) = state, flight.token == token, case .backingOff = flight.step else { return .none }
@@ -552,7 +309,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
     /// No refresh could start (throttled, or no refresher for it): the refused answer goes through.
     mutating func refreshUnavailable(_ token: Token) -> Action {
         guard case .inFlight(var flight) = state, flight.token == token, case .refreshing(let fallback) = flight.step else { return .none }
-        return letThrough(&flight, fallback, nil)
+        return moving(&flight) { $0.letThrough(fallback, nil) }
     }
 
     // MARK: The end
@@ -577,19 +334,7 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
     /// come is read and dropped, unless the client is gone.
     mutating func end(clientGone: Bool = false) -> Action {
         state = .idle
-        switch streamedBody {
-        case .idle:
-            return .none
-        case _ where clientGone:
-            streamedBody = .idle
-            return .none
-        case .waiting(_, let ended):
-            streamedBody = ended ? .idle : .dropping
-            return .resumeClient
-        case .connected, .dropping:
-            streamedBody = .dropping
-            return .resumeClient
-        }
+        return streamedBody.callEnded(clientGone: clientGone)
     }
 
     private var isInFlight: Bool {
@@ -597,17 +342,10 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         return false
     }
 
-    private func tryEnd(_ flight: Flight, failure: OutlierConfig.Failure?) -> TryEnd {
-        TryEnd(tries: flight.tries, tellsEndpoint: flight.step.awaitsVerdict, failure: failure)
-    }
-}
-
-extension CallStateMachine.Step {
-    /// The try's outcome is not yet told to its endpoint's outlier detection.
-    fileprivate var awaitsVerdict: Bool {
-        switch self {
-        case .awaitingHead, .holding, .translating: true
-        default: false
-        }
+    /// A transition of the flight in progress, kept as the call's state.
+    private mutating func moving(_ flight: inout Flight, _ transition: (inout Flight) -> Action) -> Action {
+        let action = transition(&flight)
+        state = .inFlight(flight)
+        return action
     }
 }

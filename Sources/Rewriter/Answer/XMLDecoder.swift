@@ -34,23 +34,26 @@ public enum XMLDecoder {
         // No DTD loading, no entity substitution, no network; libxml2's messages
         // are read from its last error, not printed.
         let options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue)
-        let reader = bytes.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
-                xmlReaderForMemory($0, Int32(clamping: buffer.count), nil, nil, options)
+        // libxml2 reads the bytes in place, without a copy: the reader lives and
+        // dies inside the closure, where the pointer is valid. (UInt8 memory read
+        // as CChar: a signedness variant, which Swift lets alias.)
+        return try bytes.withUnsafeBufferPointer { buffer throws(Failure) -> JSONValue in
+            let text = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+            guard let reader = xmlReaderForMemory(text, Int32(clamping: buffer.count), nil, nil, options) else {
+                throw Failure(description: "libxml2 could not start a reader")
             }
+            defer { xmlFreeTextReader(reader) }
+            xmlResetLastError()
+            var builder = Builder(namespaces: namespaces, arrays: arrays, maxDepth: maxDepth)
+            while true {
+                let status = xmlTextReaderRead(reader)
+                if status == 0 { break }
+                guard status == 1 else { throw lastError(reader) }
+                if let refusal = builder.take(reader) { throw Failure(description: refusal) }
+            }
+            guard let document = builder.document else { throw Failure(description: "no root element") }
+            return document
         }
-        guard let reader else { throw Failure(description: "libxml2 could not start a reader") }
-        defer { xmlFreeTextReader(reader) }
-        xmlResetLastError()
-        var builder = Builder(namespaces: namespaces, arrays: arrays, maxDepth: maxDepth)
-        while true {
-            let status = xmlTextReaderRead(reader)
-            if status == 0 { break }
-            guard status == 1 else { throw lastError(reader) }
-            if let refusal = builder.take(reader) { throw Failure(description: refusal) }
-        }
-        guard let document = builder.document else { throw Failure(description: "no root element") }
-        return document
     }
 
     /// libxml2 is set up once per process, before any thread parses.
