@@ -59,6 +59,7 @@ struct RunCommand: AsyncParsableCommand {
             routes: { RouteTable.describe(reloader.current) }, upstreams: { server.upstreamsJSON() }, store: { server.storeJSON() },
             openapi: { OpenAPIDocument.json(reloader.current, file: reloader.current.openapi.file) },
             reload: { await reloader.reload(trigger: "POST /reload") },
+            purgeCache: { server.purgeCache(route: $0, uri: $1) },
             token: { reloader.current.admin?.token }))
         let operatorSignals = await UnixSignalsSequence(trapping: .sighup, .sigusr1)
         var services: [any Service] = [SignalService(operatorSignals: operatorSignals, reloader: reloader, server: server, logger: logger)]

@@ -122,7 +122,7 @@ import Testing
             "t.yaml:23:11: routes[1].name: route name 'a' is used twice",
             "t.yaml:25:21: routes[1].headers.set.Bad Name: not a valid header name",
             "t.yaml:25:42: routes[1].headers.set.X-Ok: environment variable MISSING is not set (write ${env:MISSING:-default} for a default)",
-            "t.yaml:26:5: routes[1].surprise: unknown key (known here: name, match, upstream, rewrite, headers, response_headers, keep_host, timeout, retry, validate, rate_limit, upgrade, filters, response)",
+            "t.yaml:26:5: routes[1].surprise: unknown key (known here: name, match, upstream, rewrite, headers, response_headers, keep_host, timeout, retry, validate, rate_limit, upgrade, filters, response, cache)",
         ]
         for line in expected { #expect(found.contains(line), "missing: \(line)") }
         for line in found where !expected.contains(line) { Issue.record("unexpected: \(line)") }

@@ -6,7 +6,7 @@ import Rewriter
 /// The admin listener: `/healthz`, `/readyz`, `/metrics` (Prometheus text),
 /// `/config` (as loaded, secrets redacted), `/routes` (the route table),
 /// `/upstreams` (endpoints and their health), `/store` (the fleet store's
-/// state) and `POST /reload`; with `admin.token`, the last five need it as a bearer token. Runs on its own event loop, so a busy data path cannot starve
+/// state), `POST /reload` and `DELETE /cache`; with `admin.token`, the last six need it as a bearer token. Runs on its own event loop, so a busy data path cannot starve
 /// health checks.
 public final class AdminServer: Sendable {
     /// What the endpoints read; closures so the admin knows nothing of how
@@ -23,6 +23,8 @@ public final class AdminServer: Sendable {
         /// The running config's OpenAPI document, as JSON.
         public var openapi: @Sendable () -> [UInt8]
         public var reload: @Sendable () async -> ReloadOutcome
+        /// Purges stored answers (all, one route's, one URI's); returns how many keys went.
+        public var purgeCache: @Sendable (_ route: String?, _ uri: String?) -> Int
         /// The running config's `admin.token` (a reload may change it).
         public var token: @Sendable () -> String?
 
@@ -31,6 +33,7 @@ public final class AdminServer: Sendable {
                     store: @escaping @Sendable () -> String = { "null" },
                     openapi: @escaping @Sendable () -> [UInt8] = { Array("{}".utf8) },
                     reload: @escaping @Sendable () async -> ReloadOutcome,
+                    purgeCache: @escaping @Sendable (String?, String?) -> Int = { _, _ in 0 },
                     token: @escaping @Sendable () -> String?) {
             self.status = status
             self.metrics = metrics
@@ -40,6 +43,7 @@ public final class AdminServer: Sendable {
             self.store = store
             self.openapi = openapi
             self.reload = reload
+            self.purgeCache = purgeCache
             self.token = token
         }
     }
@@ -99,7 +103,7 @@ private final class AdminHandler: ChannelInboundHandler {
 
     private func serve(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
         let path = String(head.uri.prefix { $0 != "?" })
-        if ["/config", "/routes", "/upstreams", "/store", "/openapi.json", "/reload"].contains(path), let token = endpoints.token(), !Self.authorized(head, token: token) {
+        if ["/config", "/routes", "/upstreams", "/store", "/openapi.json", "/reload", "/cache"].contains(path), let token = endpoints.token(), !Self.authorized(head, token: token) {
             return respond(401, Problem.contentType, Problem.unauthorized.json, to: head, context: context,
                            extra: [("WWW-Authenticate", #"Bearer realm="gatewayd admin""#)])
         }
@@ -133,15 +137,30 @@ private final class AdminHandler: ChannelInboundHandler {
                     respond(422, Problem.contentType, problem.json, to: head, context: context)
                 }
             }
+        case (.DELETE, "/cache"):
+            let query = Self.query(head.uri)
+            let purged = endpoints.purgeCache(query["route"], query["uri"])
+            respond(200, "application/json", Array(#"{"purged":\#(purged)}"#.utf8), to: head, context: context)
         case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/config"), (_, "/routes"), (_, "/upstreams"), (_, "/store"), (_, "/openapi.json"),
-             (_, "/reload"):
-            let allowed = path == "/reload" ? "POST" : path == "/healthz" || path == "/readyz" ? "GET, HEAD" : "GET"
-            let problem = Problem.methodNotAllowed("\(head.method.rawValue) \(path): use \(path == "/reload" ? "POST" : "GET")")
+             (_, "/reload"), (_, "/cache"):
+            let allowed = path == "/reload" ? "POST" : path == "/cache" ? "DELETE" : path == "/healthz" || path == "/readyz" ? "GET, HEAD" : "GET"
+            let problem = Problem.methodNotAllowed("\(head.method.rawValue) \(path): use \(allowed.prefix { $0 != "," })")
             respond(405, Problem.contentType, problem.json, to: head, context: context, extra: [("Allow", allowed)])
         default:
-            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes /upstreams /store /openapi.json, POST /reload")
+            let problem = Problem.notFound("admin endpoints: /healthz /readyz /metrics /config /routes /upstreams /store /openapi.json, POST /reload, DELETE /cache")
             respond(404, Problem.contentType, problem.json, to: head, context: context)
         }
+    }
+
+    /// A target's query parameters, percent-decoded (the last of a name wins).
+    static func query(_ uri: String) -> [String: String] {
+        guard let mark = uri.firstIndex(of: "?") else { return [:] }
+        var parameters: [String: String] = [:]
+        for pair in uri[uri.index(after: mark)...].split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { PercentEncoding.decode($0, plusAsSpace: true) ?? String($0) }
+            if let name = parts.first { parameters[name] = parts.count > 1 ? parts[1] : "" }
+        }
+        return parameters
     }
 
     /// `Authorization: Bearer <token>`, compared in constant time.

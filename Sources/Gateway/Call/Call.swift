@@ -29,6 +29,11 @@ final class Call {
     var filters: FilterRun?
     /// The fleet rate limit's verdict, still to come (the runner waits for it before the hooks).
     var limit: RateLimiter.Pending?
+    /// What the route's cache does for it (nil: no cache, or a request that bypasses it).
+    var cache: CallCache?
+    /// The client's own request carried `Authorization` (RFC 9111 section 3.5), or a body.
+    let clientAuthorized: Bool
+    let clientSentBody: Bool
     /// Counted among the upstream's calls waiting for a connection.
     private var pendingOn: UpstreamState?
 
@@ -75,7 +80,10 @@ final class Call {
         }
     }
 
-    init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String, streams: Bool, limit: RateLimiter.Pending? = nil) {
+    init(requestHead: RequestHead, request: UpstreamRequest, route: Route, requestID: String, streams: Bool, limit: RateLimiter.Pending? = nil,
+         clientAuthorized: Bool = false, clientSentBody: Bool = false) {
+        self.clientAuthorized = clientAuthorized
+        self.clientSentBody = clientSentBody || streams
         // Read before the head moves in (after, reading it would copy the head).
         keepAlive = requestHead.keepsAlive
         self.requestHead = requestHead

@@ -19,7 +19,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     let client: any ClientSide
     /// The call in flight: what it carries. Its lifecycle is `machine`'s.
     var call: Call?
-    private(set) var machine = CallMachine()
+    var machine = CallMachine()
 
     init(slot: ListenerSlot, client: any ClientSide) {
         let seed = Self.processSeed ^ NIODeadline.now().uptimeNanoseconds ^ UInt64(UInt(bitPattern: ObjectIdentifier(client).hashValue))
@@ -171,13 +171,14 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     /// Starts the call's first try (through the filters and modifiers, when there are any).
     func startCall(_ start: ClientExchange.Start) {
         let call = start.call
+        call.cache = Self.cache(for: call)
         self.call = call
         front.exchange.callStarted()
         let deadline = loopNow.advanced(by: call.route.config.timeout ?? Self.defaultTimeout)
         front.wake(at: deadline)
         run(machine.start(deadline: deadline, runsModifiers: !shared.modifiers.isEmpty || !call.route.filters.isEmpty || call.limit != nil,
                           perTryTimeout: call.route.config.retry?.perTryTimeout, retry: start.retry, streams: call.streams,
-                          translates: call.route.answer != nil))
+                          translates: call.route.answer != nil, caches: call.cache != nil))
     }
 
     /// Performs what the call's state machine decided. `head`: the try's
@@ -188,6 +189,8 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
             return
         case .runModifiers(let token):
             if let call, let outcome = RequestHooks.run(call, for: self, token: token) { hooksFinished(outcome, token) }
+        case .lookUp(let token):
+            lookUp(token)
         case .acquireConnection(let token):
             acquire(token)
         case .send(let token, let tries, let perTryTimeout, let streamed):
@@ -220,6 +223,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
             if let taken = head.take() { forward(consume taken) }
         case .forwardBody(let buffer):
             front.record.log.bytes += buffer.readableBytes
+            call?.cache?.bodyPart(buffer.readableBytesView, count: buffer.readableBytes)
             // Flushed once per upstream read batch (upstreamReadComplete), not per part.
             client.write(.body(buffer))
             if !client.isWritable { call?.connection?.setReading(false) }
@@ -289,19 +293,30 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         client.eventLoop.assumeIsolated().scheduleTask(in: delay.timeAmount) { [self] in run(event(&machine)) }
     }
 
-    /// The call is over: its client gets `ending`.
+    /// The call is over: its client gets `ending` (or, for a failure, the
+    /// stale answer its route's cache keeps for one).
     func end(_ ending: ClientExchange.Ending) {
-        let call = endCall()
+        if case .problem(let problem, _, _) = ending, cacheFails(problem) { return }
+        var complete = false
+        if case .complete = ending { complete = true }
+        let call = endCall(complete: complete)
+        // An unsafe method that went through invalidates what is stored for its path (RFC 9111 section 4.4).
+        if let call, call.cache == nil, let cache = call.route.cache, !["GET", "HEAD", "OPTIONS", "TRACE"].contains(call.request.method),
+            let status = front.record.log.upstreamStatus, status < 400 {
+            cache.invalidate(path: String(call.requestHead.uri.prefix { $0 != "?" }))
+        }
         front.end(ending, call: call)
     }
 
-    /// The call is over: every token it handed out is stale. Returns it for its last words.
+    /// The call is over: every token it handed out is stale; `complete`: its
+    /// answer reached its end (the cache stores it). Returns it for its last words.
     @discardableResult
-    func endCall() -> Call? {
+    func endCall(complete: Bool = false) -> Call? {
         let call = call.take()
         // The client may still be sending its body: it is read (and dropped) so the connection's framing stays intact.
         run(machine.end())
         call?.end(pool: front.context.pool)
+        call?.cache?.finish(complete: complete)
         return call
     }
 
@@ -311,6 +326,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         let call = call.take()
         run(machine.end(clientGone: true))
         call?.end(pool: front.context.pool)
+        call?.cache?.finish(complete: false)
         call?.dropConnection()
     }
 
@@ -392,6 +408,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
             call.dropConnection()
             return end(.answer(answer))
         }
+        if cacheAnswer(&head, body: body, call: call) { return }
         run(machine.responseHeadForwarded())
         call.perTryTimer?.cancel()
         front.writeHead(consume head, body: body)

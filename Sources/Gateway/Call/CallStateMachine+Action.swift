@@ -21,6 +21,9 @@ extension CallStateMachine {
         /// Nothing to do (the event is stale, or only moved the state).
         case none
         case runModifiers(Token)
+        /// Ask the route's cache: a stored answer, a fill under way to wait
+        /// for, or a miss to fill (`lookedUp`).
+        case lookUp(Token)
         case acquireConnection(Token)
         /// Send the request on the connection that arrived (`streamed`: its
         /// head, then the body parts read meanwhile, and the body's end when

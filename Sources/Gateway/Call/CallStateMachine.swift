@@ -42,6 +42,8 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
         var retry: RetryState<Instant>?
         /// The route's `response:` makes the client's answer from the upstream's, held whole.
         let translates: Bool
+        /// The route's cache is asked before the first try.
+        let caches: Bool
         var step: Step
     }
 
@@ -57,6 +59,10 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
     enum Step: Sendable {
         /// The request goes through the route's filters and the embedder's modifiers.
         case modifying
+        /// The route's cache is asked.
+        case lookingUp
+        /// Another call fills the cache's entry: its answer is this call's too (`fillReleased`: it is not).
+        case awaitingFill
         /// A pooled connection is on its way (idle, new, or a waiter's turn).
         case acquiring
         /// The request went out; no response head yet (the per-try timer runs).
@@ -96,21 +102,40 @@ struct CallStateMachine<Instant: InstantProtocol & Sendable>: Sendable where Ins
     /// `streams`: its body streams upstream as it arrives (no replay of any
     /// kind, and the client is not read until a connection takes the body).
     /// `translates`: the route's `response:` makes the client's answer from the upstream's, held whole.
+    /// `caches`: the route's cache is asked once the modifiers let the request through (the
+    /// rate limit has counted it; a hit never reaches the upstream).
     mutating func start(deadline: Instant, runsModifiers: Bool, perTryTimeout: Duration?, retry: RetryState<Instant>? = nil,
-                        streams: Bool = false, translates: Bool = false) -> Action {
+                        streams: Bool = false, translates: Bool = false, caches: Bool = false) -> Action {
         calls &+= 1
         let token = Token(call: calls, attempt: 1)
         var flight = Flight(token: token, deadline: deadline, perTryTimeout: perTryTimeout, replay: streams ? .impossible : .available,
-                            retry: retry, translates: translates, step: runsModifiers ? .modifying : .acquiring)
+                            retry: retry, translates: translates, caches: caches, step: .modifying)
         flight.retry?.deadline = deadline
         if streams { streamedBody = .waiting([], ended: false) }
         state = .inFlight(flight)
-        return runsModifiers ? .runModifiers(token) : .acquireConnection(token)
+        return runsModifiers ? .runModifiers(token) : modifiersFinished(token)
     }
 
     /// The modifiers let the request through; a refusal ends the call instead (see `end`).
     mutating func modifiersFinished(_ token: Token) -> Action {
         guard case .inFlight(var flight) = state, flight.token == token, case .modifying = flight.step else { return .none }
+        flight.step = flight.caches ? .lookingUp : .acquiring
+        state = .inFlight(flight)
+        return flight.caches ? .lookUp(token) : .acquireConnection(token)
+    }
+
+    /// The cache answered a miss: the call fills the entry itself, or
+    /// `waits` for the fill under way (a hit ends the call instead, see `end`).
+    mutating func lookedUp(_ token: Token, waits: Bool) -> Action {
+        guard case .inFlight(var flight) = state, flight.token == token, case .lookingUp = flight.step else { return .none }
+        flight.step = waits ? .awaitingFill : .acquiring
+        state = .inFlight(flight)
+        return waits ? .none : .acquireConnection(token)
+    }
+
+    /// The fill waited for stored nothing this call may use: it goes upstream itself.
+    mutating func fillReleased(_ token: Token) -> Action {
+        guard case .inFlight(var flight) = state, flight.token == token, case .awaitingFill = flight.step else { return .none }
         flight.step = .acquiring
         state = .inFlight(flight)
         return .acquireConnection(token)

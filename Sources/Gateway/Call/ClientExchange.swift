@@ -177,6 +177,7 @@ final class ClientExchange {
         let headers = head.takeFields()
         // The upstream's config is read in place (a local copy retains all of it).
         let route = admitted.match.route
+        let authorized = route.cache != nil && headers.contains("Authorization")
         let client = clientInfo(headers)
         var request: UpstreamRequest
         do {
@@ -195,7 +196,7 @@ final class ClientExchange {
         let retry = admitted.upgrade == nil ? RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: true) : nil
         // Moved into the call: a copy would retain each of its strings and arrays.
         return Start(call: Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: false,
-                                limit: admitted.limit),
+                                limit: admitted.limit, clientAuthorized: authorized, clientSentBody: !body.isEmpty),
                      retry: retry)
     }
 

@@ -113,7 +113,7 @@ public struct LoadedConfig: Sendable {
 
 extension ConfigReader {
     func readConfig(_ root: Node) -> GatewayConfig? {
-        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "filters", "default_filters", "routes", "logging", "tracing", "store", "openapi"]) else { return nil }
+        guard let fields = mapping(root, "", known: ["listeners", "admin", "limits", "upstreams", "filters", "default_filters", "routes", "logging", "tracing", "store", "openapi", "cache"]) else { return nil }
         defer { fields.finish() }
         var config = GatewayConfig(listeners: [])
 
@@ -127,6 +127,7 @@ extension ConfigReader {
         if let node = fields.take("limits") { config.limits = readLimits(node, "limits") }
         if let node = fields.take("tracing") { config.tracing = readTracing(node, "tracing") }
         if let node = fields.take("openapi"), let openapi = readOpenAPI(node, "openapi") { config.openapi = openapi }
+        if let node = fields.take("cache"), let cache = readCache(node, "cache") { config.cache = cache }
         if let node = fields.take("logging"), let logging = mapping(node, "logging", known: ["access_log", "level", "format"]) {
             defer { logging.finish() }
             if let n = logging.take("format"), let v = oneOf(n, "logging.format", LoggingConfig.Format.self) { config.logging.format = v }

@@ -3,7 +3,7 @@ import Yams
 
 extension ConfigReader {
     func readRoute(_ node: Node, _ path: String, config: GatewayConfig) -> RouteConfig? {
-        guard let fields = mapping(node, path, known: ["name", "match", "upstream", "rewrite", "headers", "response_headers", "keep_host", "timeout", "retry", "validate", "rate_limit", "upgrade", "filters", "response"]) else { return nil }
+        guard let fields = mapping(node, path, known: ["name", "match", "upstream", "rewrite", "headers", "response_headers", "keep_host", "timeout", "retry", "validate", "rate_limit", "upgrade", "filters", "response", "cache"]) else { return nil }
         defer { fields.finish() }
         let name = fields.take("name").flatMap { string($0, fields.path("name")) }
         if let name, !routeNames.insert(name).inserted {
@@ -32,6 +32,7 @@ extension ConfigReader {
             }
             if let template = route.rewrite?.path { checkSupplied(template, route: route, n.mapping?["path"] ?? n, fields.path("rewrite.path")) }
         }
+        if let n = fields.take("cache") { route.cache = readRouteCache(n, fields.path("cache"), hasStore: config.store != nil) }
         if let n = fields.take("response") { route.response = readResponse(n, fields.path("response")) }
         if let n = fields.take("headers") { route.headers = readHeaderRules(n, fields.path("headers")) }
         if let n = fields.take("response_headers") { route.responseHeaders = readHeaderRules(n, fields.path("response_headers")) }

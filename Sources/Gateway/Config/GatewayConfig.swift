@@ -19,6 +19,8 @@ public struct GatewayConfig: Sendable {
     public var store: StoreConfig?
     /// `openapi`: the generated document's own description.
     public var openapi = OpenAPIConfig()
+    /// `cache`: the memory the routes' stored answers share.
+    public var cache = CacheConfig()
 
     public init(
         listeners: [ListenerConfig], admin: AdminConfig? = nil, limits: Limits = Limits(),
@@ -264,6 +266,8 @@ public struct RouteConfig: Sendable {
     public var filters: [String]?
     /// `response`: the answer decoded and shaped into the client's JSON (nil: it streams as it came).
     public var response: AnswerRule?
+    /// `cache`: its GET and HEAD answers stored and served (nil: never).
+    public var cache: RouteCacheConfig?
 
     public init(
         name: String, match: RouteMatch = RouteMatch(), upstream: String, rewrite: Rule? = nil,

@@ -263,6 +263,15 @@ public actor GatewayServer: Service {
         servedStates.withLock { $0 = pools?.states.values.sorted { $0.name < $1.name } ?? [] }
     }
 
+    /// `DELETE /cache`: every stored answer, one route's (`route`), or one
+    /// URI's (`uri`, path and query as the client sent them, on every route);
+    /// returns how many keys went.
+    public nonisolated func purgeCache(route: String?, uri: String?) -> Int {
+        routeState.currentCache?.purge { key in
+            (route == nil || key.route == route) && (uri == nil || key.target == uri || key.target == uri?.prefix { $0 != "?" }.description)
+        } ?? 0
+    }
+
     /// What `GET /store` shows: null without a store, else its address and
     /// state (`unknown` until first used, `up`, or `down` with the reason).
     public nonisolated func storeJSON() -> String {

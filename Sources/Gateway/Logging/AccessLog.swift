@@ -33,12 +33,14 @@ final class AccessLog: Sendable {
         var requestBytes: Int?
         /// Why the last try failed, in full (never shown to the client).
         var reason: String?
+        /// What the route's cache did: hit, miss, stale, revalidated, collapsed, bypass (nil: the route has no cache).
+        var cache: String?
 
         /// The text values' bytes together, which bound the line's size.
         var textBytes: Int {
             var count = client.utf8.count + proto.utf8.count + method.utf8.count + target.utf8.count + route.utf8.count
             count += requestID.utf8.count + (upstream?.utf8.count ?? 0) + (upstreamAddress?.utf8.count ?? 0)
-            return count + (traceID == nil ? 0 : 32) + (userAgent?.utf8.count ?? 0) + (reason?.utf8.count ?? 0)
+            return count + (traceID == nil ? 0 : 32) + (userAgent?.utf8.count ?? 0) + (reason?.utf8.count ?? 0) + (cache?.utf8.count ?? 0)
         }
 
         /// The trace id as the log and problems show it.
@@ -99,6 +101,7 @@ final class AccessLog: Sendable {
             line.field("duration_ms", millis: (now - entry.start).nanoseconds)
             line.field("upstream_ttfb_ms", millis: entry.firstByte?.nanoseconds)
             line.field("tries", entry.tries)
+            if let cache = entry.cache { line.field("cache", cache) }
             line.field("request_id", entry.requestID)
             line.field("trace_id", entry.traceHex)
             line.field("outcome", outcome)

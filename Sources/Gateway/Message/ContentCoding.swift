@@ -13,7 +13,7 @@ enum ContentCoding {
     /// The body decoded; nil for an identity (or absent) coding.
     static func decode(_ body: [UInt8], coding: String?, limit: Int) -> Result<[UInt8], Failure>? {
         guard let coding else { return nil }
-        switch coding.lowercased().trimmingSpaces() {
+        switch Substring(coding.lowercased()).trimmingSpaces {
         case "", "identity": return nil
         case "gzip", "x-gzip": return inflate(body, windowBits: 16 + MAX_WBITS, limit: limit)
         case "deflate":
@@ -59,14 +59,5 @@ enum ContentCoding {
                 }
             }
         }
-    }
-}
-
-extension String {
-    fileprivate func trimmingSpaces() -> Substring {
-        var text = Substring(self)
-        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
-        while text.last == " " || text.last == "\t" { text = text.dropLast() }
-        return text
     }
 }

@@ -120,6 +120,9 @@ final class RouteMetrics: Sendable {
         event("gatewayd_refreshes_total", [("result", result)])
     }
 
+    /// What the route's cache did for a call (the access line's `cache=`).
+    func cache(_ result: String) { event("gatewayd_cache_lookups_total", [("result", result)]) }
+
     func refreshFinished(ok: Bool) { event("gatewayd_refresh_calls_total", [("result", ok ? "ok" : "failed")]) }
 
     private func event(_ label: String, _ dimensions: [(String, String)]) {

@@ -11,13 +11,34 @@ public final class RouteStateRegistry: Sendable {
         var refreshers: [CredentialRefresher] = []
         var budget: RetryBudget?
         var limiter: RateLimiter?
+        /// What the route's stored answers were made under (`cacheSettings`): another purges them.
+        var cacheSettings: String?
     }
 
     private let entries = Mutex<[String: Entry]>([:])
     /// The store fleet-wide state lives in (`store`), kept while its config stays.
     private let store = Mutex<RedisClient?>(nil)
 
+    /// Every route's stored answers (made with the first config that caches, resized by later ones).
+    private let responseCache = Mutex<ResponseCache?>(nil)
+
     public init() {}
+
+    /// The process's cache, bounded as `config` says now.
+    func cache(_ config: CacheConfig, factory: any MetricsFactory) -> ResponseCache {
+        responseCache.withLock { kept in
+            if let kept {
+                kept.resize(config)
+                return kept
+            }
+            let made = ResponseCache(config, factory: factory)
+            kept = made
+            return made
+        }
+    }
+
+    /// The cache, when a config ever made one (the admin's purge).
+    var currentCache: ResponseCache? { responseCache.withLock { $0 } }
 
     func refresher(route: String, spec: RefreshSpec, upstream: UpstreamConfig) -> CredentialRefresher {
         let store = spec.share == .fleet ? currentStore : nil
@@ -84,14 +105,21 @@ public final class RouteStateRegistry: Sendable {
         }
     }
 
-    /// After a router was built: only what its routes use is kept.
+    /// After a router was built: only what its routes use is kept. A
+    /// route's stored answers stay when what made them did not change.
     func keep(only routes: [Route]) {
-        entries.withLock { entries in
+        let purged = entries.withLock { entries in
             var kept: [String: Entry] = [:]
             for route in routes {
-                kept[route.config.name] = Entry(refreshers: route.refreshers, budget: route.retryBudget, limiter: route.rateLimiter)
+                kept[route.config.name] = Entry(refreshers: route.refreshers, budget: route.retryBudget, limiter: route.rateLimiter,
+                                                cacheSettings: route.cacheSettings)
+            }
+            let purged = entries.compactMap { name, entry in
+                entry.cacheSettings != nil && kept[name]?.cacheSettings != entry.cacheSettings ? name : nil
             }
             entries = kept
+            return Set(purged)
         }
+        if !purged.isEmpty { currentCache?.purge { purged.contains($0.route) } }
     }
 }

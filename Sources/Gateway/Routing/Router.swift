@@ -31,10 +31,17 @@ public final class Route: Sendable {
     let rateLimiter: RateLimiter?
     /// The Proxy-Wasm filters it runs, in order.
     let filters: [FilterConfig]
+    /// Where its `cache` keeps answers (nil: it has none).
+    let cache: ResponseCache?
+    /// What its stored answers are made under: a reload that changes it purges them.
+    var cacheSettings: String? {
+        config.cache.map { "\($0) \(upstream.name) \(String(describing: config.response)) \(String(describing: config.responseHeaders))" }
+    }
 
     init(config: RouteConfig, index: Int, upstream: UpstreamConfig, upstreams: (String) -> UpstreamConfig?, filters: [FilterConfig],
-         metrics: GatewayMetrics, state: RouteStateRegistry) {
+         metrics: GatewayMetrics, state: RouteStateRegistry, cache: ResponseCache? = nil) {
         self.filters = filters
+        self.cache = config.cache == nil ? nil : cache
         self.config = config
         self.index = index
         self.upstream = upstream
@@ -78,9 +85,10 @@ public struct Router: Sendable {
     /// Routes take their runtime state from `state`, which outlives reloads.
     public init(config: GatewayConfig, metrics: GatewayMetrics = GatewayMetrics(factory: NOOPMetricsHandler.instance),
                 state: RouteStateRegistry = RouteStateRegistry()) {
+        let cache = config.routes.contains { $0.cache != nil } ? state.cache(config.cache, factory: metrics.factory) : nil
         routes = config.routes.enumerated().map { index, route in
             Route(config: route, index: index, upstream: config.upstream(named: route.upstream)!, upstreams: config.upstream(named:),
-                  filters: config.filters(of: route), metrics: metrics, state: state)
+                  filters: config.filters(of: route), metrics: metrics, state: state, cache: cache)
         }
         state.keep(only: routes)
     }
