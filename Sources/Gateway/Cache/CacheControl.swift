@@ -19,8 +19,36 @@ struct CacheControl: Equatable, Sendable {
 
     init() {}
 
-    init(_ headers: HeaderList) {
-        headers.forEachValue(named: "Cache-Control") { value in
+    /// A response's directives: `CDN-Cache-Control` (RFC 9213, the field
+    /// targeted at gateway caches such as this one) in place of `Cache-Control` when present.
+    /// One that is not a valid Structured Field dictionary (RFC 8941) is ignored, as RFC 9213 says.
+    init(answer headers: HeaderList) {
+        let targeted = headers.values("CDN-Cache-Control")
+        self.init(headers, field: !targeted.isEmpty && targeted.allSatisfy(Self.isDictionary) ? "CDN-Cache-Control" : "Cache-Control")
+    }
+
+    /// Whether `value` reads as a Structured Field dictionary whose values are
+    /// integers, tokens or strings (the directives' own are integers or bare).
+    static func isDictionary(_ value: String) -> Bool {
+        let numeric: Set<Substring> = ["max-age", "s-maxage", "stale-while-revalidate", "stale-if-error"]
+        return value.split(separator: ",").allSatisfy { member in
+            let parts = member.trimmingSpaces.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = parts[0]
+            guard let first = key.utf8.first, first == UInt8(ascii: "*") || (0x61...0x7A).contains(first),
+                key.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || "_-.*".utf8.contains($0) })
+            else { return false }
+            guard parts.count == 2 else { return true }
+            let item = parts[1]
+            let integer = !item.isEmpty && item.utf8.count <= 15 && item.drop { $0 == "-" }.utf8.allSatisfy { (0x30...0x39).contains($0) }
+            if numeric.contains(key) { return integer }
+            let quoted = item.count >= 2 && item.first == "\"" && item.last == "\""
+            let token = item.first.map { $0.isLetter || $0 == "*" } ?? false && item.utf8.allSatisfy(HeaderList.isTokenByte)
+            return integer || quoted || token
+        }
+    }
+
+    init(_ headers: HeaderList, field: String = "Cache-Control") {
+        headers.forEachValue(named: field) { value in
             for directive in value.split(separator: ",") { read(directive) }
         }
     }

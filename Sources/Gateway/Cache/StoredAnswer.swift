@@ -34,7 +34,14 @@ struct StoredAnswer: Sendable {
 
     /// Whether it answers a request whose fields are `request` (section 4.1).
     func matches(_ request: HeaderList) -> Bool {
-        vary.allSatisfy { request.values($0.name).joined(separator: ", ").nilIfEmpty == $0.value }
+        vary.allSatisfy { Self.varied(request, $0.name) == $0.value }
+    }
+
+    /// A request field's value as `Vary` compares it: every line joined, whitespace dropped (nil: absent).
+    static func varied(_ request: HeaderList, _ name: String) -> String? {
+        let lines = request.values(name)
+        guard !lines.isEmpty else { return nil }
+        return String(lines.joined(separator: ",").filter { $0 != " " && $0 != "\t" })
     }
 
     /// How it may be used at `now`.
@@ -80,8 +87,4 @@ struct StoredAnswer: Sendable {
         ["X-Request-Id", "Connection", "Keep-Alive", "Transfer-Encoding", "Age", "Cache-Status", "Set-Cookie", "Content-Length",
          "Proxy-Connection", "Trailer", "Upgrade"].contains { HeaderList.equalNames($0, name) }
     }
-}
-
-extension String {
-    fileprivate var nilIfEmpty: String? { isEmpty ? nil : self }
 }

@@ -14,7 +14,7 @@ public enum HTTPDate {
         let words = text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
         var day: Int?, month: Int?, year: Int?, time: [Int]?
         switch words.count {
-        case 6 where words[5] == "GMT":  // Sun, 06 Nov 1994 08:49:37 GMT
+        case 6 where words[5].uppercased() == "GMT":  // Sun, 06 Nov 1994 08:49:37 GMT
             (day, month, year, time) = (Int(words[1]), monthNumber(words[2]), Int(words[3]), clock(words[4]))
         case 4 where words[3] == "GMT":  // Sunday, 06-Nov-94 08:49:37 GMT
             let parts = words[1].split(separator: "-").map(String.init)
@@ -27,6 +27,21 @@ public enum HTTPDate {
         }
         guard let day, let month, let year, let time, (1...31).contains(day) else { return nil }
         return daysSince1970(year: year, month: month, day: day) * 86_400 + Int64(time[0] * 3600 + time[1] * 60 + time[2])
+    }
+
+    /// Whether `text` is exactly one of the three forms for the instant it
+    /// names (case aside): what a cache requires of `Expires` (RFC 9111 section 5.3).
+    public static func isWellFormed(_ text: String) -> Bool {
+        guard let at = parse(text) else { return false }
+        let imf = format(at)
+        let parts = imf.split(separator: " ").map(String.init)
+        let weekday = String(parts[0].dropLast())
+        let fullWeekday = ["Sun": "Sunday", "Mon": "Monday", "Tue": "Tuesday", "Wed": "Wednesday", "Thu": "Thursday", "Fri": "Friday",
+                           "Sat": "Saturday"][weekday] ?? weekday
+        let day = Int(parts[1]) ?? 0
+        let rfc850 = "\(fullWeekday), \(parts[1])-\(parts[2])-\(parts[3].suffix(2)) \(parts[4]) GMT"
+        let asctime = "\(weekday) \(parts[2]) \(day < 10 ? " \(day)" : "\(day)") \(parts[4]) \(parts[3])"
+        return [imf, rfc850, asctime].contains { $0.lowercased() == text.lowercased() }
     }
 
     private static func monthNumber(_ name: String) -> Int? {
