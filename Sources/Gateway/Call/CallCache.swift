@@ -52,7 +52,9 @@ final class CallCache {
         }
         switch StoredAnswer.make(status: code, headers: headers, body: [], request: request, authorized: authorized,
                                  route: config, requestedAt: requestedAt, now: now) {
-        case .store(let answer):
+        case .store(var answer):
+            // Grown in place to its announced size: appended part by part, an array would double past it.
+            if let length = headers["Content-Length"].flatMap(Int.init) { answer.body.reserveCapacity(length) }
             storing = answer
             status += "; stored"
         case .refuse(let why):
@@ -78,7 +80,10 @@ final class CallCache {
             self.waitID = nil
         }
         guard let fill = fill.take() else { return }
-        cache.end(fill, storing: complete ? storing : nil)
+        guard complete, var answer = storing.take() else { return cache.end(fill, storing: nil) }
+        // Kept for minutes: a chunked answer's spare capacity would cost as much again as its bytes.
+        if answer.body.capacity > answer.body.count + answer.body.count / 8 { answer.body = Array(answer.body) }
+        cache.end(fill, storing: answer)
     }
 
     /// A `304` refreshed the stale answer this call revalidated: stored, and its waiters get it.
