@@ -108,9 +108,11 @@ struct ExplainCommand: ParsableCommand {
             if let answer, let raw = FileManager.default.contents(atPath: answer) {
                 let method = String(decoding: request.prefix { $0 != UInt8(ascii: " ") }, as: UTF8.self)
                 do throws(Explanation.UnreadableAnswer) {
-                    let written = try Explanation.answer(Array(raw), method: method, route: index, config: config, requestID: requestID)
+                    let explained = try Explanation.answer(Array(raw), method: method, route: index, config: config, requestID: requestID,
+                                                           clientMethod: self.method, requestHeaders: headerList, requestHasBody: !body.isEmpty)
+                    if let verdict = explained.cache { write("# on a miss, \(verdict)\n") }
                     write("# the client gets, for the upstream's answer in \(answer):\n")
-                    write(Self.hiding(secrets, in: written))
+                    write(Self.hiding(secrets, in: explained.written))
                 } catch {
                     throw ValidationError("--answer \(answer): \(error)")
                 }

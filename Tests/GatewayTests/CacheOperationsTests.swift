@@ -85,4 +85,24 @@ import Testing
         #expect(metrics.contains("gatewayd_cache_evictions_total "), "\(metrics)")
         #expect(grown < 4 * 1024 * 1024 * 11 / 10, "RSS grew \(grown) bytes for a 4 MiB cache")
     }
+
+    @Test func explainPrintsTheKeyAndWhatWouldBeStored() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("explain-cache-\(getpid())-\(UInt32.random(in: 0 ... .max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let answer = directory.appendingPathComponent("answer.http")
+        func explain(_ raw: String, _ arguments: [String]) throws -> String {
+            try raw.write(to: answer, atomically: true, encoding: .utf8)
+            return try ExplainCommandTests().run(["explain", "-c", "config/examples/soap-users.yaml", "--answer", answer.path] + arguments).out
+        }
+        let user = "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: \(AnswerWireTests.user.utf8.count)\r\n\r\n\(AnswerWireTests.user)"
+        let stored = try explain(user, ["GET", "/users/7"])
+        #expect(stored.contains("# cache: key user /users/7; a fresh stored answer is served without this request, a miss sends it\n"))
+        #expect(stored.contains("# on a miss, the cache would store it, fresh for 60s, then served stale on errors for 600s\n"))
+        #expect(stored.contains("Cache-Status: gatewayd; fwd=miss; stored\r\n"))
+        let refused = try explain(user.replacingOccurrences(of: "Content-Type", with: "Cache-Control: no-store\r\nContent-Type"), ["GET", "/users/7"])
+        #expect(refused.contains("# on a miss, the cache would not store it: no-store\n") && refused.contains("Cache-Status: gatewayd; fwd=miss; detail=no-store\r\n"))
+        let bypassed = try explain(user, ["-H", "Range: bytes=0-1", "GET", "/users/7"])
+        #expect(bypassed.contains("# cache: bypassed") && !bypassed.contains("Cache-Status") && !bypassed.contains("# on a miss"))
+    }
 }

@@ -169,6 +169,20 @@ import Testing
         ("listeners: [{address: 127.0.0.1:1}]\nadmin: {address: 127.0.0.1:9901, token: short}", "t.yaml:2:41: admin.token: too short: at least 16 characters"),
         ("listeners: [{address: 127.0.0.1:1}]\nlogging: {format: xml}", "t.yaml:2:19: logging.format: expected one of text | json | logfmt, found 'xml'"),
         ("listeners: [{address: 127.0.0.1:1}]\nlimits: {drain_timeout: soon}", "limits.drain_timeout"),
+        // The cache's keys, as an operator might get them wrong.
+        ("listeners: [{address: 127.0.0.1:1}]\ncache: {max_bytes: lots}", "t.yaml:2:20: cache.max_bytes: expected a size such as 8MiB or 65536, found 'lots'"),
+        ("listeners: [{address: 127.0.0.1:1}]\ncache: {max_bytes: 99999999GiB}", "cache.max_bytes: must be between 1024 and 1099511627776 bytes"),
+        ("listeners: [{address: 127.0.0.1:1}]\ncache: {max_bytes: 1MiB, max_entry_bytes: 2MiB}", "cache.max_entry_bytes: must be at most max_bytes (1048576)"),
+        ("listeners: [{address: 127.0.0.1:1}]\ncache: {max_byte: 1MiB}", "cache.max_byte: unknown key (did you mean max_bytes?"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {ttl: forever}}]", "routes[0].cache.ttl: expected a duration"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {key: [cookie]}}]",
+         "routes[0].cache.key[0]: expected query or header:NAME, found 'cookie'"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {key: [\"header:Bad Name\"]}}]", "routes[0].cache.key[0]: expected query or header:NAME"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {scope: fleet}}]", "routes[0].cache.scope: fleet needs a top-level store"),
+        ("listeners: [{address: 127.0.0.1:1}]\nstore: {redis: {url: 'redis://127.0.0.1:1'}}\nroutes: [{name: r, upstream: echo, cache: {scope: fleet}}]",
+         "routes[0].cache.scope: fleet is not built for the cache yet"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {coalesce: sometimes}}]", "routes[0].cache.coalesce: expected true or false"),
+        ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {stale_if_eror: 1m}}]", "did you mean stale_if_error?"),
     ])
     func singleProblems(yaml: String, message: String) {
         let found = issues(yaml)

@@ -301,7 +301,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         if case .complete = ending { complete = true }
         let call = endCall(complete: complete)
         // An unsafe method that went through invalidates what is stored for its path (RFC 9111 section 4.4).
-        if let call, call.cache == nil, let cache = call.route.cache, !["GET", "HEAD", "OPTIONS", "TRACE"].contains(call.request.method),
+        if let call, call.cache == nil, let cache = call.route.cache, ![.GET, .HEAD, .OPTIONS, .TRACE].contains(call.requestHead.method),
             let status = front.record.log.upstreamStatus, status < 400 {
             cache.invalidate(path: String(call.requestHead.uri.prefix { $0 != "?" }))
         }

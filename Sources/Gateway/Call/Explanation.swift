@@ -52,6 +52,9 @@ public enum Explanation {
             case .answered(let outcome): return outcome
             }
         }
+        if let cache = route.config.cache {
+            notes.append(cacheNote(cache, route: route.config.name, method: head.method, target: head.uri, headers: request.headers, hasBody: !body.isEmpty))
+        }
         return .forwarded(route: route.config.name, index: admitted.match.index, upstream: route.upstream.name,
                           upstreamDescription: route.isEcho ? "built-in echo" : Self.endpoint(route.upstream), request: request.wireFormat,
                           notes: notes)
@@ -109,6 +112,16 @@ public enum Explanation {
         case .failed(let failure)?:
             return .answered(.answered(.filterFailed(failure.filter, route: info.route)))
         }
+    }
+
+    /// The route cache's key for the request, or why it bypasses the cache.
+    static func cacheNote(_ cache: RouteCacheConfig, route: String, method: HTTPMethod, target: String, headers: HeaderList, hasBody: Bool) -> String {
+        guard let key = CallCache.key(route: route, config: cache, method: method, target: target, headers: headers, hasBody: hasBody) else {
+            return "cache: bypassed (it serves GET and HEAD with no body, no Range and no Upgrade); the request goes upstream as below"
+        }
+        let fields = zip(cache.key.compactMap { if case .header(let name) = $0 { name } else { nil } }, key.fields).map { "\($0)=\($1)" }
+        return "cache: key \(key.route) \(key.target)" + (fields.isEmpty ? "" : " " + fields.joined(separator: " "))
+            + "; a fresh stored answer is served without this request, a miss sends it"
     }
 
     /// The endpoint a first call would go to, with every endpoint healthy

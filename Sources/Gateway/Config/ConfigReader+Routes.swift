@@ -32,7 +32,10 @@ extension ConfigReader {
             }
             if let template = route.rewrite?.path { checkSupplied(template, route: route, n.mapping?["path"] ?? n, fields.path("rewrite.path")) }
         }
-        if let n = fields.take("cache") { route.cache = readRouteCache(n, fields.path("cache"), hasStore: config.store != nil) }
+        if let n = fields.take("cache") {
+            route.cache = readRouteCache(n, fields.path("cache"), hasStore: config.store != nil)
+            if route.upstream == UpstreamConfig.echoName { warn(n, fields.path("cache"), "the built-in echo answers in process: nothing is ever stored") }
+        }
         if let n = fields.take("response") { route.response = readResponse(n, fields.path("response")) }
         if let n = fields.take("headers") { route.headers = readHeaderRules(n, fields.path("headers")) }
         if let n = fields.take("response_headers") { route.responseHeaders = readHeaderRules(n, fields.path("response_headers")) }
