@@ -120,7 +120,7 @@ for (name, dependencies) in [
     ("FuzzHTTP2Session", ["Gateway", "NIOCore", "NIOEmbedded", "Logging", "CoreMetrics"]),
     ("FuzzAccessLine", ["Gateway", "NIOCore"]), ("FuzzFilterHost", ["Gateway", "Rewriter", "WasmKit", "Logging", "CoreMetrics"]),
     ("FuzzRedisReader", ["Gateway", "NIOCore"]), ("FuzzOTLPTraces", ["Gateway", "NIOCore", "Rewriter", "W3CTraceContext"]),
-    ("FuzzFleet", ["Gateway", "Rewriter"]), ("FuzzAnswer", ["Gateway", "Rewriter"]),
+    ("FuzzFleet", ["Gateway", "Rewriter"]), ("FuzzAnswer", ["Gateway", "Rewriter"]), ("FuzzCache", ["Gateway", "Rewriter"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,
