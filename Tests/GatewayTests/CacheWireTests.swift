@@ -244,4 +244,44 @@ import Testing
         #expect(await eventually(timeout: 10) { (try? call(gateway, "/item", options).body) == #"{"v":2}"# })
         #expect(requests(upstream, "/item").count == 2)
     }
+
+    /// The SOAP example as operators run it: the translated JSON is what is
+    /// stored, so a hit costs neither the SOAP call nor its translation, and
+    /// with the service gone the stored user is served stale.
+    @Test(arguments: protocols) func theSOAPExampleServesItsTranslatedUsersFromTheStore(_ options: [String]) async throws {
+        let service = try SOAPService()
+        defer { service.stop() }
+        let config = try String(contentsOf: OTLPReceiver.root.appendingPathComponent("config/examples/soap-users.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:0").replacingOccurrences(of: "127.0.0.1:8000", with: "127.0.0.1:\(service.port)")
+            .replacingOccurrences(of: "cache: {ttl: 60s, stale_if_error: 10m}", with: "cache: {ttl: 1s, stale_if_error: 10m}")
+        let gateway = try await GatewayHarness.start(config)
+        let miss = try call(gateway, "/users/7", options)
+        #expect(miss.body == #"{"id":7,"name":"Ann <admin>","tags":["ops"],"since":1714566600000}"#)
+        #expect(miss.fields["cache-status"] == "gatewayd; fwd=miss; stored" && miss.fields["content-type"] == "application/json")
+        let hit = try call(gateway, "/users/7", options)
+        #expect(hit.body == miss.body && hit.fields["cache-status"]?.hasPrefix("gatewayd; hit") == true)
+        #expect(await service.requests(count: 1).count == 1)
+        // The service gone, the stored user outlives its second of freshness.
+        service.stop()
+        #expect(await eventually(timeout: 10) { (try? call(gateway, "/users/7", options).fields["cache-status"])?.hasPrefix("gatewayd; fwd=stale") == true })
+        let stale = try call(gateway, "/users/7", options)
+        #expect(stale.status == "200" && stale.body == miss.body)
+        // A user never stored gets the gateway's problem.
+        #expect(try call(gateway, "/users/9", options).status == "502")
+    }
+
+    /// The cache sits after rate limiting: a hit still counts against the client's limit.
+    @Test(arguments: protocols) func aHitCountsAgainstTheRateLimit(_ options: [String]) async throws {
+        let upstream = RawUpstream { _ in Self.answer("{}", "Cache-Control: max-age=60\r\n") }
+        let port = try await upstream.start()
+        let gateway = try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            upstreams: {legacy: {url: "http://127.0.0.1:\(port)"}}
+            routes:
+              - {name: r, match: {prefix: /}, upstream: legacy, cache: {}, rate_limit: {requests: 2, per: 1h, burst: 0}}
+            """)
+        let statuses = try (0..<3).map { _ in try call(gateway, "/item", options).status }
+        #expect(statuses == ["200", "200", "429"] && requests(upstream, "/item").count == 1)
+    }
 }
+
