@@ -8,7 +8,7 @@ SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 LOOPS = os.environ.get("BENCH_GATEWAYD_LOOPS", "1")
 # Which tables run, e.g. BENCH_TABLES=logs (a ratio measured on its own, with more rounds).
-TABLES = os.environ.get("BENCH_TABLES", "h1,h2c,logs,h2c-logs,loops,routes,spans,rate,memory").split(",")
+TABLES = os.environ.get("BENCH_TABLES", "h1,h2c,logs,h2c-logs,loops,routes,spans,cache,rate,memory").split(",")
 # The fixed-rate table: offered loads (requests per second) and each run's seconds.
 RATES = [int(r) for r in os.environ.get("BENCH_RATES", "2000,8000").split(",")]
 RATE_SECONDS = int(os.environ.get("BENCH_RATE_SECONDS", "8"))
@@ -162,6 +162,7 @@ SOAP_ANSWER = ('<?xml version="1.0" encoding="UTF-8"?>'
 upstream_conf = write("upstream.conf", nginx_common % (1, "upstream", "upstream", "off") + f"""
 server {{ listen 127.0.0.1:{upstream_port}; listen 127.0.0.1:{upstream_port2}; client_max_body_size 0; location / {{ return 200 "hello world\\n"; }}
   location /always503 {{ return 503 "busy\\n"; }}
+  location /c2k {{ add_header Cache-Control "max-age=3600"; return 200 '{"x" * 2048}'; }}
   location /soap {{ default_type "text/xml; charset=utf-8"; return 200 '{SOAP_ANSWER}'; }} }}
 server {{ listen 127.0.0.1:{upstream_h2_port} http2; location / {{ return 200 "hello world\\n"; }} }}
 server {{ listen 127.0.0.1:{collector_port}; client_max_body_size 0; location / {{ return 200 ""; }} }}
@@ -446,6 +447,12 @@ try:
         local, fleet = med["local rate limit"], med["fleet rate limit (Redis)"]
         print(f"fleet rate limit: {fleet[3] / local[3]:.2f}x the local limit's CPU per call, p99 {fleet[2] / local[2]:.2f}x; "
               f"{fleet_commands / max(fleet_calls, 1):.3f} Redis commands per call (lease 100)")
+
+    if "cache" in TABLES:
+        # The route cache against nginx's proxy_cache (scripts/bench_cache.py).
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import bench_cache
+        bench_cache.run(sys.modules[__name__])
 
     if "spans" in TABLES:
         # Span export on (every call sampled: a server and a client span each) against the same config with tracing off.
