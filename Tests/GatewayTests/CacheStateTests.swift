@@ -132,12 +132,14 @@ import Testing
         let key = ResponseCache.Key(route: "r", target: "/a", fields: [])
         let heard = NIOLockedValueBox<[String]>([])
         func lookup(_ name: String, coalesce: Bool = true) -> ResponseCache.Lookup {
-            cache.lookup(key, request: [:], now: now, requestNoCache: false, fills: true, coalesce: coalesce) { end in
-                heard.withLockedValue {
-                    switch end {
-                    case .answer: $0.append("\(name):answer")
-                    case .failed: $0.append("\(name):failed")
-                    case .released: $0.append("\(name):released")
+            cache.lookup(key, request: [:], now: now, requestNoCache: false, fills: true, coalesce: coalesce) {
+                { end in
+                    heard.withLockedValue {
+                        switch end {
+                        case .answer: $0.append("\(name):answer")
+                        case .failed: $0.append("\(name):failed")
+                        case .released: $0.append("\(name):released")
+                        }
                     }
                 }
             }

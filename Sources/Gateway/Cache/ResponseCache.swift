@@ -89,8 +89,9 @@ final class ResponseCache: Sendable {
     /// What a GET or HEAD for `key` gets at `now`. A miss (or an entry that
     /// must be revalidated) fills the key, or waits for the fill under way
     /// when `coalesce`; `waiter` is called once, on whatever thread ends the fill.
-    /// A HEAD does not `fill` (its answer has no body to store).
-    func lookup(_ key: Key, request: HeaderList, now: Int64, requestNoCache: Bool, fills: Bool, coalesce: Bool, waiter: @escaping Waiter) -> Lookup {
+    /// A HEAD does not `fill` (its answer has no body to store). `waiter`
+    /// is made only for a call that waits (a hit allocates no closure).
+    func lookup(_ key: Key, request: HeaderList, now: Int64, requestNoCache: Bool, fills: Bool, coalesce: Bool, waiter: () -> Waiter) -> Lookup {
         storage.withLock { storage in
             let stored = storage.answers.use(key)?.first { $0.matches(request) }
             if let stored {
@@ -109,7 +110,7 @@ final class ResponseCache: Sendable {
             guard fills else { return .pass }
             if coalesce, storage.fills[key] != nil {
                 storage.nextWaiter += 1
-                storage.fills[key]!.waiters.append((storage.nextWaiter, waiter))
+                storage.fills[key]!.waiters.append((storage.nextWaiter, waiter()))
                 return .wait(id: storage.nextWaiter)
             }
             let fill = Fill(key: key, stale: stored)

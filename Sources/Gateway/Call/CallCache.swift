@@ -21,7 +21,7 @@ final class CallCache {
     private(set) var storing: StoredAnswer?
     /// What `Cache-Status` and the access line say.
     var status = "fwd=miss"
-    var logResult = "miss"
+    var result = CacheResult.miss
 
     init(cache: ResponseCache, config: RouteCacheConfig, key: ResponseCache.Key, requestedAt: Int64, isHead: Bool) {
         self.cache = cache

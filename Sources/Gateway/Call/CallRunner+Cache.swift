@@ -21,21 +21,21 @@ extension CallRunner {
         let request = call.request.headers
         let control = CacheControl(request)
         let now = HTTPDate.now()
-        let runner = NIOLoopBound(self, eventLoop: client.eventLoop)
-        let loop = client.eventLoop
         let lookup = cached.cache.lookup(cached.key, request: request, now: now,
                                          requestNoCache: control.noCache || control.maxAge == 0 || request["Pragma"] == "no-cache",
-                                         fills: !cached.isHead, coalesce: cached.config.coalesce) { end in
-            loop.execute { runner.value.fillEnded(end, token) }
+                                         fills: !cached.isHead, coalesce: cached.config.coalesce) {
+            let runner = NIOLoopBound(self, eventLoop: client.eventLoop)
+            let loop = client.eventLoop
+            return { end in loop.execute { runner.value.fillEnded(end, token) } }
         }
         switch lookup {
         case .fresh(let answer):
             cached.status = "hit; ttl=\(answer.ttl(now: now))"
-            cached.logResult = "hit"
+            cached.result = .hit
             serveStored(answer, now: now)
         case .staleWhileRevalidating(let answer, let refresh):
             cached.status = "hit; ttl=\(answer.ttl(now: now))"
-            cached.logResult = "stale"
+            cached.result = .stale
             if let refresh { refreshInBackground(refresh, call: call, cached: cached) }
             serveStored(answer, now: now)
         case .fill(let fill):
@@ -66,12 +66,12 @@ extension CallRunner {
             switch end {
             case .answer(let answer, let stale, let fwdStatus) where answer.matches(call.request.headers):
                 cached.status = stale ? "fwd=stale; fwd-status=\(fwdStatus ?? 502); collapsed" : "fwd=miss; collapsed"
-                cached.logResult = stale ? "stale" : "collapsed"
+                cached.result = stale ? .stale : .collapsed
                 serveStored(answer, now: HTTPDate.now())
             case .failed(let problem):
                 cached.status = "fwd=miss; collapsed; detail=failed"
-                cached.logResult = "collapsed"
-                front.record.log.cache = cached.logResult
+                cached.result = .collapsed
+                front.record.log.cache = cached.result.name
                 self.end(.problem(problem))
             default:
                 run(machine.fillReleased(token))
@@ -109,14 +109,14 @@ extension CallRunner {
             if status == 304, cached.revalidates,
                 let refreshed = stale.refreshed(by: head.headers, route: cached.config, requestedAt: cached.requestedAt, now: now) {
                 cached.status = "fwd=stale; fwd-status=304"
-                cached.logResult = "revalidated"
+                cached.result = .revalidated
                 cached.refreshed(refreshed)
                 serveStored(refreshed, now: now)
                 return true
             }
             if status >= 500, stale.servesOnError(now: now) {
                 cached.status = "fwd=stale; fwd-status=\(status)"
-                cached.logResult = "stale"
+                cached.result = .stale
                 cached.servedStale(fwdStatus: status)
                 serveStored(stale, now: now)
                 return true
@@ -137,19 +137,19 @@ extension CallRunner {
         let now = HTTPDate.now()
         guard let stale = cached.fill?.stale, stale.servesOnError(now: now) else {
             cached.failed(problem)
-            front.record.log.cache = cached.logResult
+            front.record.log.cache = cached.result.name
             return false
         }
         cached.status = "fwd=stale; fwd-status=\(problem.status)"
-        cached.logResult = "stale"
+        cached.result = .stale
         cached.servedStale(fwdStatus: problem.status)
         serveStored(stale, now: now)
         return true
     }
 
     private func counted(_ cached: CallCache) {
-        front.record.log.cache = cached.logResult
-        call?.route.metrics.cache(cached.logResult)
+        front.record.log.cache = cached.result.name
+        call?.route.metrics.cache(cached.result)
     }
 
     /// `stale-while-revalidate`: the route's request goes upstream once,

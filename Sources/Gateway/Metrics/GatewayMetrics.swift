@@ -59,9 +59,15 @@ final class RouteMetrics: Sendable {
         var dimensions: [String]
     }
 
-    init(route: String, upstream: String?, factory: any MetricsFactory) {
+    /// By `CacheResult`, made with the route when it has a cache (else none).
+    private let cacheLookups: [Counter]
+
+    init(route: String, upstream: String?, factory: any MetricsFactory, caches: Bool = false) {
         self.route = route
         self.factory = factory
+        cacheLookups = caches ? CacheResult.allCases.map {
+            Counter(label: "gatewayd_cache_lookups_total", dimensions: [("route", route), ("result", $0.name)], factory: factory)
+        } : []
         tries = upstream.map {
             Counter(label: "gatewayd_upstream_tries_total", dimensions: [("route", route), ("upstream", $0)], factory: factory)
         }
@@ -120,8 +126,8 @@ final class RouteMetrics: Sendable {
         event("gatewayd_refreshes_total", [("result", result)])
     }
 
-    /// What the route's cache did for a call (the access line's `cache=`).
-    func cache(_ result: String) { event("gatewayd_cache_lookups_total", [("result", result)]) }
+    /// What the route's cache did for a call (the access line's `cache=`): a counter of its own, no lookup.
+    func cache(_ result: CacheResult) { cacheLookups[result.rawValue].increment() }
 
     func refreshFinished(ok: Bool) { event("gatewayd_refresh_calls_total", [("result", ok ? "ok" : "failed")]) }
 
@@ -133,5 +139,20 @@ final class RouteMetrics: Sendable {
             counters[key] = counter
             return counter
         }.increment()
+    }
+}
+
+/// What a route's cache did for one call, as the access line and the metrics name it.
+enum CacheResult: Int, CaseIterable, Sendable {
+    case hit, miss, stale, revalidated, collapsed
+
+    var name: String {
+        switch self {
+        case .hit: "hit"
+        case .miss: "miss"
+        case .stale: "stale"
+        case .revalidated: "revalidated"
+        case .collapsed: "collapsed"
+        }
     }
 }

@@ -176,6 +176,14 @@ public enum OpenAPIDocument {
             }
         }
         problems.sort { $0.status < $1.status }
+        // A cached route's GET and HEAD answers say what the cache did, and how old a stored one is (docs/caching.md).
+        let cached = route.cache != nil && (method == "GET" || method == "HEAD")
+        if cached {
+            responses.append("304", .object(JSONObject([
+                "description": .string("Not Modified: the client's If-None-Match or If-Modified-Since holds for the stored answer"),
+                "headers": .object(cacheHeaders),
+            ])))
+        }
         for (status, codes, headers) in problems {
             var response = JSONObject()
             response.append("description", .string(codes.joined(separator: ", ") + " (the gateway's own answer; the upstream may answer \(status) too)"))
@@ -192,19 +200,27 @@ public enum OpenAPIDocument {
             ])))
             responses.append(String(status), .object(response))
         }
-        guard translates, let rule = route.response else {
-            responses.append("default", .object(JSONObject([
+        var answer: JSONObject
+        if translates, let rule = route.response {
+            answer = JSONObject([
+                "description": .string("The upstream's answer with its status, its body made JSON by the route's response: (an answer with no body as it came)"),
+                "content": .object(JSONObject(["application/json": .object(JSONObject(["schema": .object(answerSchema(rule))]))])),
+            ])
+        } else {
+            answer = JSONObject([
                 "description": .string("The upstream's answer, its status and body as the upstream sent them"),
                 "content": .object(JSONObject(["*/*": .object(JSONObject())])),
-            ])))
-            return responses
+            ])
         }
-        responses.append("default", .object(JSONObject([
-            "description": .string("The upstream's answer with its status, its body made JSON by the route's response: (an answer with no body as it came)"),
-            "content": .object(JSONObject(["application/json": .object(JSONObject(["schema": .object(answerSchema(rule))]))])),
-        ])))
+        if cached { answer.append("headers", .object(cacheHeaders)) }
+        responses.append("default", .object(answer))
         return responses
     }
+
+    private static let cacheHeaders = JSONObject([
+        "Cache-Status": header("RFC 9211: what the route's cache did, e.g. gatewayd; hit; ttl=42", schema: ["type": .string("string")]),
+        "Age": header("Seconds since the stored answer was fresh from the upstream (answers from the store)", schema: ["type": .string("integer")]),
+    ])
 
     /// The client's object as `response.fields` shape it: each field's type
     /// exactly (an answer is converted, not accepted loosely); the fields

@@ -46,7 +46,7 @@ public final class Route: Sendable {
         self.index = index
         self.upstream = upstream
         isEcho = upstream.isEcho
-        self.metrics = RouteMetrics(route: config.name, upstream: upstream.name, factory: metrics.factory)
+        self.metrics = RouteMetrics(route: config.name, upstream: upstream.name, factory: metrics.factory, caches: config.cache != nil)
         retryBudget = config.retry?.budget.map { state.budget(route: config.name, $0) }
         rateLimiter = config.rateLimit.map { state.limiter(route: config.name, $0, factory: metrics.factory) }
         var specs: [RefreshSpec] = []
