@@ -221,6 +221,20 @@ import Testing
         #expect(requests(upstream, "/catalog").count == 1)
     }
 
+    @Test(arguments: protocols) func waitersWhoseClientsLeaveCostNothing(_ options: [String]) async throws {
+        let upstream = Self.slow(Self.answer(#"{"catalog":true}"#, "Cache-Control: max-age=60\r\n"))
+        let gateway = try await Self.gateway(try await upstream.start())
+        // The leader's call is under way (300 ms); nineteen clients wait for it and give up after 50 ms.
+        async let leader = curlDetached(["-o", "/dev/null", "-w", "%{http_code}"] + options + ["\(gateway.base)/catalog"])
+        #expect(await eventually(timeout: 10) { requests(upstream, "/catalog").count == 1 })
+        let urls = Array(repeating: "\(gateway.base)/catalog", count: 19)
+        _ = try runPeer("/usr/bin/curl", ["-s", "--max-time", "0.05", "-Z", "--parallel-immediate"] + options + urls.flatMap { ["-o", "/dev/null", $0] })
+        #expect(try await leader.text == "200")
+        // The fill ended stored: the next client gets a hit, and the upstream was asked once.
+        #expect(try call(gateway, "/catalog", options).fields["cache-status"]?.hasPrefix("gatewayd; hit") == true)
+        #expect(requests(upstream, "/catalog").count == 1)
+    }
+
     @Test(arguments: protocols) func aFailedLeaderFailsItsWaitersAtOnce(_ options: [String]) async throws {
         // The upstream takes the request and closes without an answer.
         let upstream = Self.slow(.init("", close: true))
