@@ -13,7 +13,8 @@ enum AnswerTranslation: Equatable, Sendable {
     /// The answer inflated (gzip, deflate), decoded, checked for the
     /// route's `errors`, picked and shaped; the client's head says JSON, and
     /// its length. An answer with no body goes through as it came.
-    static func of(_ head: ResponseHead, _ body: [UInt8], rule: AnswerRule, route: RouteConfig, limit: Int) -> AnswerTranslation {
+    /// `judged`: a validator reads the decoded document (else it is not written out).
+    static func of(_ head: ResponseHead, _ body: [UInt8], rule: AnswerRule, route: RouteConfig, limit: Int, judged: Bool = false) -> AnswerTranslation {
         var body = body
         switch ContentCoding.decode(body, coding: head.headers["Content-Encoding"], limit: limit) {
         case .success(let decoded)?:
@@ -26,7 +27,7 @@ enum AnswerTranslation: Equatable, Sendable {
             break
         }
         switch AnswerTranslator.translate(rule, contentType: head.headers["Content-Type"], body: body,
-                                          maxDepth: route.rewrite?.maxJSONDepth ?? JSONReader.defaultMaxDepth, route: route.name) {
+                                          maxDepth: route.rewrite?.maxJSONDepth ?? JSONReader.defaultMaxDepth, route: route.name, writesDocument: judged) {
         case nil:
             return .answer(document: body, head: head, body: body)
         case .translated(let document, let json)?:

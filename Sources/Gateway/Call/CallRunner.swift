@@ -266,7 +266,8 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         case .translate(let head, let body):
             guard let call else { return }
             let translation = call.route.answer.map {
-                AnswerTranslation.of(head, body, rule: $0, route: call.route.config, limit: shared.config.limits.maxResponseBodyBytes)
+                AnswerTranslation.of(head, body, rule: $0, route: call.route.config, limit: shared.config.limits.maxResponseBodyBytes,
+                                     judged: call.route.validatorsReadBodies || shared.validatorsReadBodies)
             } ?? .answer(document: body, head: head, body: body)
             run(machine.answerTranslated(translation, now: loopNow, random: &front.random))
         case .answerTooLarge(let end):

@@ -20,6 +20,8 @@ public final class Route: Sendable {
     let answer: AnswerRule?
     /// The route has a retry policy or validators: its tries are judged.
     let judgesTries: Bool
+    /// One of its validators reads the answer's body (a translated answer's decoded document).
+    let validatorsReadBodies: Bool
     /// Shared by every call of the route, on every event loop.
     let retryBudget: RetryBudget?
     /// One retry from the route's budget (always, when it has none).
@@ -58,6 +60,7 @@ public final class Route: Sendable {
         readsResponseBodies = answer != nil || config.validate.contains(where: \.readsBody)
             || filters.contains { $0.module.exports.contains("proxy_on_response_body") }
         judgesTries = config.retry != nil || !config.validate.isEmpty
+        validatorsReadBodies = config.validate.contains(where: \.readsBody)
         // A filter that reads request bodies gets the body whole.
         nothingReadsBody = config.rewrite == nil && !config.validate.contains(where: \.readsBody) && !upstream.isEcho
             && !filters.contains { $0.module.exports.contains("proxy_on_request_body") }

@@ -14,8 +14,10 @@ public enum AnswerTranslator {
     }
 
     /// An answer with no body (a 204, a 304, a HEAD's) is not translated: nil.
+    /// `writesDocument`: something reads the decoded document (a validator
+    /// of the body); else it is not written, and `document` is empty.
     public static func translate(_ rule: AnswerRule, contentType: String?, body: [UInt8], maxDepth: Int = JSONReader.defaultMaxDepth,
-                                 route: String? = nil) -> Outcome? {
+                                 route: String? = nil, writesDocument: Bool = true) -> Outcome? {
         guard rule.decode != .none, !body.isEmpty else { return nil }
         let document: JSONValue
         do throws(Failure) {
@@ -23,7 +25,7 @@ public enum AnswerTranslator {
         } catch {
             return .untranslatable(problem("the upstream's answer could not be decoded", log: error.reason, route: route))
         }
-        let written = JSONWriter.bytes(document)
+        let written = writesDocument ? JSONWriter.bytes(document) : []
         for error in rule.errors where error.when.resolve(in: document) != nil {
             var problem = Problem(status: error.status, code: "upstream-error", title: "The upstream reported an error",
                                   detail: error.detail.flatMap { $0.resolve(in: document) }.map(text) ?? "", route: route)

@@ -115,11 +115,8 @@ public enum XMLDecoder {
                 end()
             case XML_READER_TYPE_TEXT, XML_READER_TYPE_CDATA, XML_READER_TYPE_SIGNIFICANT_WHITESPACE, XML_READER_TYPE_WHITESPACE:
                 guard !stack.isEmpty, let value = xmlTextReaderConstValue(reader) else { return nil }
-                var pointer = value
-                while pointer.pointee != 0 {
-                    stack[stack.count - 1].text.append(pointer.pointee)
-                    pointer += 1
-                }
+                // Appended at once (a byte at a time was a sixth of a 2 KB answer's translation).
+                stack[stack.count - 1].text.append(contentsOf: UnsafeBufferPointer(start: value, count: Int(xmlStrlen(value))))
             default:
                 // Comments, processing instructions, the XML declaration: not data.
                 break
