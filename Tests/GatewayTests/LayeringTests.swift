@@ -9,14 +9,15 @@ import Testing
     /// Folders that may not name any type of the folders listed.
     static let forbidden: [(from: [String], to: [String], why: String)] = [
         (["Upstream", "HTTP1/Client", "HTTP2/Client", "Message", "Config", "Store", "Routing", "Metrics", "Logging", "Retry", "Tracing",
-          "OpenAPI"], ["Call"], "only the client side and the filters know the call"),
+          "OpenAPI", "Cache"], ["Call"], "only the client side and the filters know the call"),
+        (["Cache"], ["Listener", "HTTP1/Server", "HTTP2/Server", "Upstream", "Filters"], "the cache keeps answers and knows no connection"),
         (["Upstream", "HTTP1/Client", "HTTP2/Client", "Message"], ["Listener", "HTTP1/Server", "Admin"],
          "the upstream side knows nothing of the listeners"),
         (["Message"], ["Upstream", "Routing", "Retry", "Filters"], "messages are what both sides speak, and nothing more"),
         (["Config"], ["Listener", "HTTP1/Server", "HTTP2/Server", "HTTP1/Client", "HTTP2/Client", "Admin", "Message"],
          "the config is read before anything runs"),
         (["Call", "Upstream", "Listener", "Routing", "Retry", "Filters", "Tracing", "Store", "Metrics", "Logging", "Config", "OpenAPI",
-          "Message"], ["Admin"], "the admin API sits on top"),
+          "Message", "Cache"], ["Admin"], "the admin API sits on top"),
     ]
 
     static var sources: URL {
