@@ -38,6 +38,10 @@ import Testing
         // A CDN-Cache-Control that is not a valid dictionary is ignored.
         #expect(CacheControl(answer: ["CDN-Cache-Control": "max-age=5", "Cache-Control": "no-store"]).maxAge == 5)
         #expect(CacheControl(answer: ["CDN-Cache-Control": "max-age=\"5\"", "Cache-Control": "no-store"]).noStore)
+        // Years past four digits are no dates (FuzzCache found one that overflowed, as an upstream's Retry-After could).
+        #expect(HTTPDate.parse("Sunday, 06-Nov-1111111111111111147 08:49:37 GMT") == nil)
+        #expect(HTTPDate.parse("Sun, 06 Nov 99999999999999 08:49:37 GMT") == nil && HTTPDate.parse("Sun Nov  6 08:49:37 99999999999999") == nil)
+        #expect(HTTPDate.parse("Fri, 31 Dec 9999 23:59:59 GMT") != nil)
     }
 
     @Test func whatMayNotBeStoredSaysWhy() {

@@ -18,14 +18,15 @@ public enum HTTPDate {
             (day, month, year, time) = (Int(words[1]), monthNumber(words[2]), Int(words[3]), clock(words[4]))
         case 4 where words[3] == "GMT":  // Sunday, 06-Nov-94 08:49:37 GMT
             let parts = words[1].split(separator: "-").map(String.init)
-            guard parts.count == 3, let yy = Int(parts[2]) else { return nil }
+            guard parts.count == 3, parts[2].count == 2, let yy = Int(parts[2]) else { return nil }
             (day, month, year, time) = (Int(parts[0]), monthNumber(parts[1]), yy < 70 ? 2000 + yy : 1900 + yy, clock(words[2]))
         case 5:  // Sun Nov  6 08:49:37 1994
             (day, month, year, time) = (Int(words[2]), monthNumber(words[1]), Int(words[4]), clock(words[3]))
         default:
             return nil
         }
-        guard let day, let month, let year, let time, (1...31).contains(day) else { return nil }
+        // Four-digit years only: a longer one (FuzzCache found one) would overflow the seconds.
+        guard let day, let month, let year, let time, (1...31).contains(day), (1...9999).contains(year) else { return nil }
         return daysSince1970(year: year, month: month, day: day) * 86_400 + Int64(time[0] * 3600 + time[1] * 60 + time[2])
     }
 
