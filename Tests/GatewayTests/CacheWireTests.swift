@@ -203,12 +203,11 @@ import Testing
         return result.text.split(separator: "\n").map(String.init)
     }
 
-    /// A slow upstream (300 ms per answer, one at a time) that counts what it is asked.
+    /// A slow upstream (each answer 300 ms after its request) that counts what it is asked.
     static func slow(_ answer: RawUpstream.Answer) -> RawUpstream {
-        RawUpstream { _ in
-            usleep(300_000)
-            return answer
-        }
+        var slow = answer
+        slow.delay = .milliseconds(300)
+        return RawUpstream { [slow] _ in slow }
     }
 
     @Test(arguments: protocols) func aCrowdOfMissesMakesOneUpstreamCall(_ options: [String]) async throws {

@@ -147,6 +147,14 @@ extension CallRunner {
         return true
     }
 
+    /// An unsafe method that went through invalidates what is stored for its path (RFC 9111 section 4.4).
+    func invalidateStored(by call: Call) {
+        guard call.cache == nil, let cache = call.route.cache, ![.GET, .HEAD, .OPTIONS, .TRACE].contains(call.requestHead.method),
+            let status = front.record.log.upstreamStatus, status < 400
+        else { return }
+        cache.invalidate(path: String(call.requestHead.uri.prefix { $0 != "?" }))
+    }
+
     private func counted(_ cached: CallCache) {
         front.record.log.cache = cached.result.name
         call?.route.metrics.cache(cached.result)

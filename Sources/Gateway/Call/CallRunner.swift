@@ -298,14 +298,8 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     /// stale answer its route's cache keeps for one).
     func end(_ ending: ClientExchange.Ending) {
         if case .problem(let problem, _, _) = ending, cacheFails(problem) { return }
-        var complete = false
-        if case .complete = ending { complete = true }
-        let call = endCall(complete: complete)
-        // An unsafe method that went through invalidates what is stored for its path (RFC 9111 section 4.4).
-        if let call, call.cache == nil, let cache = call.route.cache, ![.GET, .HEAD, .OPTIONS, .TRACE].contains(call.requestHead.method),
-            let status = front.record.log.upstreamStatus, status < 400 {
-            cache.invalidate(path: String(call.requestHead.uri.prefix { $0 != "?" }))
-        }
+        let call = endCall(complete: ending.isComplete)
+        if let call { invalidateStored(by: call) }
         front.end(ending, call: call)
     }
 
@@ -381,18 +375,6 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         if end.tellsEndpoint, let endpoint = call?.endpoint { endpoint.upstream.tryEnded(endpoint, failure: end.failure) }
         if let decided = end.decided, let result = end.result {
             front.record.logTry(result, decided, decidedBy: end.decidedBy, byCondition: end.byCondition, tries: end.tries, context: shared)
-        }
-    }
-
-    /// The refresher behind `spec` starts (or joins) a refresh; the try `token` follows it.
-    private func refresh(_ spec: RefreshSpec, token: CallMachine.Token, head: consuming ResponseHead?) {
-        guard let call else { return }
-        guard let (refresher, start) = front.startRefresh(spec, for: call) else { return run(machine.refreshUnavailable(token), head: head.take()) }
-        call.dropConnection()
-        guard case .wait(let credential) = start else { return run(machine.credentialReady(token)) }
-        credential.assumeIsolated().whenComplete { [self] result in
-            guard case .failure(let error) = result else { return run(machine.credentialReady(token)) }
-            run(machine.credentialFailed(token, .refreshFailed(upstream: refresher.upstream.name, error: error, route: call.route.config.name)))
         }
     }
 

@@ -106,6 +106,11 @@ extension ClientExchange {
         case cut(outcome: String)
         /// The upstream's answer went through whole.
         case complete
+
+        var isComplete: Bool {
+            if case .complete = self { return true }
+            return false
+        }
     }
 
     /// The call ended (`call`: nil when it had ended already): its client gets `ending`.

@@ -14,6 +14,8 @@ final class RawUpstream: @unchecked Sendable {
         /// Bytes written `after` the response (a broken upstream's stray body or second answer).
         var later: [UInt8] = []
         var after = TimeAmount.milliseconds(100)
+        /// A slow service: the whole answer (and its close) only this long after the request.
+        var delay: TimeAmount?
         init(_ text: String, close: Bool = false, later: String = "", after: TimeAmount = .milliseconds(100)) {
             bytes = Array(text.utf8)
             self.close = close
@@ -98,8 +100,11 @@ final class RawUpstream: @unchecked Sendable {
                 state.withLockedValue { $0.requests.append(Request(connection: connection, bytes: bytes)) }
                 let line = String(decoding: bytes.prefix { $0 != UInt8(ascii: "\r") }, as: UTF8.self)
                 let answer = script(line)
-                let written = context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: answer.bytes)))
-                if answer.close { written.assumeIsolated().whenComplete { _ in context.close(promise: nil) } }
+                let respond = {
+                    let written = context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: answer.bytes)))
+                    if answer.close { written.assumeIsolated().whenComplete { _ in context.close(promise: nil) } }
+                }
+                if let delay = answer.delay { context.eventLoop.assumeIsolated().scheduleTask(in: delay, respond) } else { respond() }
                 if !answer.later.isEmpty {
                     context.eventLoop.assumeIsolated().scheduleTask(in: answer.after) {
                         context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: answer.later)), promise: nil)
