@@ -176,6 +176,8 @@ public enum OpenAPIDocument {
             }
         }
         problems.sort { $0.status < $1.status }
+        // A HEAD's answers have no body (RFC 9110 §9.3.2): their media would promise one.
+        let bodied = method != "HEAD"
         // A cached route's GET and HEAD answers say what the cache did, and how old a stored one is (docs/caching.md).
         let cached = route.cache != nil && (method == "GET" || method == "HEAD")
         if cached {
@@ -191,13 +193,13 @@ public enum OpenAPIDocument {
             let types = codes.map { JSONValue.string("urn:gatewayd:problem:\($0)") }
             let schema: JSONValue = .object(JSONObject(["allOf": .array([
                 .object(JSONObject(["$ref": .string("#/components/schemas/Problem")])),
-                .object(JSONObject(["properties": .object(JSONObject(["type": .object(JSONObject(["enum": .array(types)]))]))])),
+                .object(JSONObject(["properties": .object(JSONObject(["type": .object(JSONObject(["type": .string("string"), "enum": .array(types)]))]))])),
             ])]))
             // The upstream's own answer with this status is what the upstream sends: any media, no schema.
-            response.append("content", .object(JSONObject([
+            if bodied { response.append("content", .object(JSONObject([
                 Problem.contentType: .object(JSONObject(["schema": schema])),
                 "*/*": .object(JSONObject()),
-            ])))
+            ]))) }
             responses.append(String(status), .object(response))
         }
         var answer: JSONObject
@@ -212,6 +214,7 @@ public enum OpenAPIDocument {
                 "content": .object(JSONObject(["*/*": .object(JSONObject())])),
             ])
         }
+        if !bodied { answer["content"] = nil }
         if cached { answer.append("headers", .object(cacheHeaders)) }
         responses.append("default", .object(answer))
         return responses
