@@ -7,7 +7,9 @@ struct CheckCommand: ParsableCommand {
         discussion: """
             Prints `FILE: OK (...)` and exits 0, or prints every problem as \
             file:line:column: key.path: message and exits 1. Warnings (a validator that makes a \
-            retry condition unreachable) are printed and do not fail the check.
+            retry condition unreachable) are printed and do not fail the check; so are notes, on \
+            standard error, of what the OpenAPI document cannot say of a route (a header or host \
+            match, a prefix).
 
             Example: gatewayd check -c /etc/gatewayd/gatewayd.yaml (or gatewayd check FILE)
             """)
@@ -26,6 +28,7 @@ struct CheckCommand: ParsableCommand {
         if let file { options.file = file }
         let loaded = try options.load()
         for warning in loaded.warnings { print("warning: \(warning)") }
+        for note in OpenAPIDocument.notes(loaded.config) { printError("note: openapi: \(note)") }
         let c = loaded.config
         func count(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
         print("\(options.config): OK (\(count(c.listeners.count, "listener")), \(count(c.routes.count, "route")), \(count(c.upstreams.count, "upstream")) + echo)")

@@ -140,6 +140,11 @@ import Testing
         #expect(positional.status == 0 && positional.out == ok.out)
         #expect(try run(["check", broken.path]).err.contains("3 problems found"))
         #expect(try run(["--help"]).out.contains("/store"))
+        // What the OpenAPI document cannot say of a route is noted, without failing the check.
+        let headerMatched = try run(["check", "config/examples/header-injection.yaml"])
+        #expect(headerMatched.status == 0 && headerMatched.out.hasSuffix(": OK (1 listener, 2 routes, 2 upstreams + echo)\n"))
+        #expect(headerMatched.err.contains("note: openapi: routes[1] (reports) is matched by header X-Api-Version: 2, which OpenAPI cannot express"),
+                "\(headerMatched.err)")
     }
 
     /// explain shows secrets as /config does, <redacted>, unless asked.

@@ -12,6 +12,7 @@ struct GatewayHarness {
         _ yaml: String, threads: Int = 1, metrics: (any MetricsFactory)? = nil, environment: [String: String] = [:]
     ) async throws -> GatewayHarness {
         let config = try ConfigLoader.load(yaml: yaml, file: "test.yaml", environment: environment).config
+        OpenAPIDocuments.keep(config, yaml: yaml)
         let server = GatewayServer(config: config, metrics: metrics, threads: threads)
         Teardown.register { try? await server.shutdown() }
         let port = try await server.start()[0].port!

@@ -24,6 +24,7 @@ final class SpawnedGateway: @unchecked Sendable {
     /// wrapper that execs the binary).
     init(config: String, environment: [String: String] = [:], command: [String]? = nil) throws {
         let command = command ?? [ExplainCommandTests.binary, "run", "-c", config]
+        OpenAPIDocuments.keep(file: config, environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new })
         process = try ChildProcess(command[0], Array(command.dropFirst()),
                                    environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new }, output: .null, error: .pipe)
         let output = output
