@@ -179,8 +179,6 @@ import Testing
          "routes[0].cache.key[0]: expected query or header:NAME, found 'cookie'"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {key: [\"header:Bad Name\"]}}]", "routes[0].cache.key[0]: expected query or header:NAME"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {scope: fleet}}]", "routes[0].cache.scope: fleet needs a top-level store"),
-        ("listeners: [{address: 127.0.0.1:1}]\nstore: {redis: {url: 'redis://127.0.0.1:1'}}\nroutes: [{name: r, upstream: echo, cache: {scope: fleet}}]",
-         "routes[0].cache.scope: fleet is not built for the cache yet"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {coalesce: sometimes}}]", "routes[0].cache.coalesce: expected true or false"),
         ("listeners: [{address: 127.0.0.1:1}]\nroutes: [{name: r, upstream: echo, cache: {stale_if_eror: 1m}}]", "did you mean stale_if_error?"),
     ])

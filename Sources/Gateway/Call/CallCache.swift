@@ -15,6 +15,10 @@ final class CallCache {
     var fill: ResponseCache.Fill?
     /// Its place among a fill's waiters.
     var waitID: UInt64?
+    /// `scope: fleet`: the store that shares the route's answers; what this call stores is published there.
+    var fleet: FleetCache?
+    /// The fleet's lock for the key, when this call holds it (released when the fill ends).
+    var fleetLock = ""
     /// The conditional fields this call added to revalidate `fill.stale` (a `304` then refreshes it).
     var revalidates = false
     /// The answer being stored, its body so far (nil: not storing).
@@ -80,29 +84,38 @@ final class CallCache {
             self.waitID = nil
         }
         guard let fill = fill.take() else { return }
-        guard complete, var answer = storing.take() else { return cache.end(fill, storing: nil) }
+        guard complete, var answer = storing.take() else { return end(fill, storing: nil) }
         // Kept for minutes: a chunked answer's spare capacity would cost as much again as its bytes.
         if answer.body.capacity > answer.body.count + answer.body.count / 8 { answer.body = Array(answer.body) }
-        cache.end(fill, storing: answer)
+        end(fill, storing: answer)
     }
 
-    /// A `304` refreshed the stale answer this call revalidated: stored, and its waiters get it.
-    func refreshed(_ answer: StoredAnswer) {
+    /// A `304` refreshed the stale answer this call revalidated (or the
+    /// fleet had a fresh one, `published` there already): stored, and its waiters get it.
+    func refreshed(_ answer: StoredAnswer, published: Bool = false) {
         guard let fill = fill.take() else { return }
-        cache.end(fill, storing: answer)
+        end(fill, storing: answer, publishes: !published)
     }
 
     /// The leader's call failed with the gateway's `problem`: its waiters get it too.
     func failed(_ problem: Problem) {
         guard let fill = fill.take() else { return }
-        cache.end(fill, storing: nil, waiters: .failed(problem))
+        end(fill, storing: nil, waiters: .failed(problem))
     }
 
     /// The leader served its stale answer after the upstream failed with
     /// `fwdStatus`: its waiters get that too.
     func servedStale(fwdStatus: Int) {
         guard let fill = fill.take(), let stale = fill.stale else { return }
-        cache.end(fill, storing: nil, waiters: .answer(stale, stale: true, fwdStatus: fwdStatus))
+        end(fill, storing: nil, waiters: .answer(stale, stale: true, fwdStatus: fwdStatus))
+    }
+
+    /// The fill ends here and, with fleet scope, in the store: what was stored is published, the lock released.
+    private func end(_ fill: ResponseCache.Fill, storing answer: StoredAnswer?, waiters: ResponseCache.FillEnd? = nil, publishes: Bool = true) {
+        cache.end(fill, storing: answer, waiters: waiters)
+        guard let fleet else { return }
+        fleet.publish(key, publishes ? answer : nil, lock: fleetLock, now: HTTPDate.now())
+        fleetLock = ""
     }
 
     /// The conditional fields that revalidate `stale` (RFC 9111 section 4.3.1).

@@ -13,7 +13,9 @@ extension CallRunner {
             let key = CallCache.key(route: call.route.config.name, config: config, method: call.requestHead.method, target: call.requestHead.uri,
                                     headers: call.request.headers, hasBody: call.clientSentBody)
         else { return nil }
-        return CallCache(cache: cache, config: config, key: key, requestedAt: HTTPDate.now(), isHead: call.requestHead.method == .HEAD)
+        let cached = CallCache(cache: cache, config: config, key: key, requestedAt: HTTPDate.now(), isHead: call.requestHead.method == .HEAD)
+        cached.fleet = call.route.fleetCache
+        return cached
     }
 
     func lookUp(_ token: CallMachine.Token) {
@@ -49,6 +51,8 @@ extension CallRunner {
                     cached.revalidates = true
                 }
             }
+            // The fleet's store may have it; the machine stays in lookingUp while it answers.
+            if let fleet = cached.fleet { return askFleet(fleet, token, until: .now() + Self.fleetLockTime.timeAmount) }
             run(machine.lookedUp(token, waits: false))
         case .wait(let id):
             cached.waitID = id
@@ -174,7 +178,9 @@ extension CallRunner {
         front.context.pool.exchange(request, upstream: route.upstream, timeout: route.config.timeout ?? Self.defaultTimeout, maxBodyBytes: limit)
             .assumeIsolated().whenComplete { result in
                 guard case .success(let contents) = result else { return cached.cache.end(fill, storing: nil) }
-                cached.cache.end(fill, storing: Self.refreshedAnswer(contents, fill: fill, route: route, cached: cached, limit: limit))
+                let answer = Self.refreshedAnswer(contents, fill: fill, route: route, cached: cached, limit: limit)
+                cached.cache.end(fill, storing: answer)
+                if let answer { cached.fleet?.publish(fill.key, answer, lock: "", now: HTTPDate.now()) }
             }
     }
 

@@ -42,8 +42,6 @@ extension ConfigReader {
             }
         }
         if let n = fields.take("scope"), let scope = storeScope(n, fields.path("scope"), hasStore: hasStore) {
-            // Said plainly rather than taken and served locally: an operator asking for fleet scope expects one entry for every gatewayd.
-            if scope == .fleet { report(n, fields.path("scope"), "fleet is not built for the cache yet: use local (each gatewayd keeps its own entries)") }
             cache.scope = scope
         }
         return cache

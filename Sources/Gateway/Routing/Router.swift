@@ -35,6 +35,8 @@ public final class Route: Sendable {
     let filters: [FilterConfig]
     /// Where its `cache` keeps answers (nil: it has none).
     let cache: ResponseCache?
+    /// `cache: {scope: fleet}`: the store that shares them (nil: local scope, or no store).
+    let fleetCache: FleetCache?
     /// What its stored answers are made under: a reload that changes it purges them.
     var cacheSettings: String? {
         config.cache.map { "\($0) \(upstream.name) \(String(describing: config.response)) \(String(describing: config.responseHeaders))" }
@@ -44,6 +46,7 @@ public final class Route: Sendable {
          metrics: GatewayMetrics, state: RouteStateRegistry, cache: ResponseCache? = nil) {
         self.filters = filters
         self.cache = config.cache == nil ? nil : cache
+        fleetCache = config.cache?.scope == .fleet ? state.currentStore.map { FleetCache(store: $0, route: config.name) } : nil
         self.config = config
         self.index = index
         self.upstream = upstream

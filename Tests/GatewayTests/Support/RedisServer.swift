@@ -67,6 +67,10 @@ final class RedisServer: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// A store that stops answering (SIGSTOP) and comes back (SIGCONT), its connections open.
+    func pause() { process?.signal(SIGSTOP) }
+    func resume() { process?.signal(SIGCONT) }
+
     /// What `redis-cli` prints for `arguments`.
     func cli(_ arguments: [String]) throws -> String {
         try runPeer("/usr/bin/redis-cli", ["-p", String(port)] + (password.map { ["-a", $0, "--no-auth-warning"] } ?? [])

@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+@testable import Gateway
+import Rewriter
+
+/// `cache: {scope: fleet}`: two gateways (each its own local cache, as two
+/// processes have) on one real redis-server, in front of an upstream that
+/// counts its calls. What a hostile store may send, and what happens:
+///
+/// | the store sends | the daemon | test |
+/// |---|---|---|
+/// | a valid answer another process stored | served, `hit; detail=fleet`, kept locally | `oneEntryServesEveryGateway` |
+/// | nothing (down), or nothing in time (paused) | the local cache alone, after at most its `timeout` | `aStoreDownOrStalledLeavesTheLocalCacheAlone` |
+/// | a field with CR/LF, a bad name, a per-call field (Set-Cookie) | refused, logged; the call goes upstream | `plantedValuesAreRefused` |
+/// | a status out of range, a body past `max_entry_bytes`, 1000 fields, not base64, not JSON, deep nesting | refused; the call goes upstream | `plantedValuesAreRefused` |
+/// | a time far ahead, a huge age | read as now, as an age up to 2^31 s: a stale entry, never a trap | `plantedValuesAreRefused` |
+@Suite(.ownThreads) struct FleetCacheTests {
+    static func gateway(_ upstream: Int, _ redis: RedisServer, ttl: String = "60s") async throws -> GatewayHarness {
+        try await GatewayHarness.start("""
+            listeners: [{address: 127.0.0.1:0}]
+            store: {redis: {url: "\(redis.url)", timeout: 200ms, key_prefix: "t:"}}
+            cache: {max_bytes: 1MiB, max_entry_bytes: 4KiB}
+            upstreams: {legacy: {url: "http://127.0.0.1:\(upstream)"}}
+            routes:
+              - name: catalog
+                match: {prefix: /}
+                upstream: legacy
+                cache: {ttl: \(ttl), scope: fleet}
+            """)
+    }
+
+    static func get(_ gateway: GatewayHarness, _ path: String, _ options: [String] = []) throws -> CacheWireTests.Answer {
+        try CacheWireTests().call(gateway, path, options)
+    }
+
+    static func requests(_ upstream: RawUpstream, _ path: String) -> Int {
+        upstream.requests.filter { $0.text.hasPrefix("GET \(path) ") }.count
+    }
+
+    @Test(arguments: CacheWireTests.protocols) func oneEntryServesEveryGateway(_ options: [String]) async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let upstream = RawUpstream { _ in CacheWireTests.answer(#"{"n":1}"#, "Cache-Control: max-age=100\r\nETag: \"v1\"\r\n") }
+        let port = try await upstream.start()
+        let first = try await Self.gateway(port, redis)
+        let second = try await Self.gateway(port, redis)
+        let filled = try Self.get(first, "/item", options)
+        #expect(filled.status == "200" && filled.fields["cache-status"] == "gatewayd; fwd=miss; stored")
+        // Published once the answer ended, beside the call.
+        #expect(await eventually(timeout: 10) { (try? redis.cli(["EXISTS", "t:cache:catalog:/item"]))?.contains("1") == true })
+        let shared = try Self.get(second, "/item", options)
+        #expect(shared.status == "200" && shared.body == #"{"n":1}"#, "\(shared)")
+        #expect(shared.fields["cache-status"]?.hasPrefix("gatewayd; hit; ttl=") == true && shared.fields["cache-status"]?.hasSuffix("; detail=fleet") == true,
+                "\(shared.fields)")
+        #expect(shared.fields["etag"] == "\"v1\"" && shared.fields["age"] != nil)
+        // Kept locally now: the next hit asks nothing of the store.
+        #expect(try Self.get(second, "/item", options).fields["cache-status"]?.hasSuffix("detail=fleet") == false)
+        #expect(Self.requests(upstream, "/item") == 1)
+        // The value is the documented one: fresh-until, a line, then the answer as JSON.
+        let value = try redis.cli(["GET", "t:cache:catalog:/item"])
+        #expect(value.hasPrefix(String(HTTPDate.now() + 90).prefix(6)) && value.contains(#""status":200"#), "\(value)")
+    }
+
+    /// Twenty misses on two gateways for one cold key of a slow upstream: one upstream call.
+    @Test func missesOnTwoGatewaysMakeOneUpstreamCall() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let upstream = CacheWireTests.slow(CacheWireTests.answer(#"{"cold":true}"#, "Cache-Control: max-age=60\r\n"))
+        let port = try await upstream.start()
+        let first = try await Self.gateway(port, redis)
+        let second = try await Self.gateway(port, redis)
+        async let one = CacheWireTests().crowd(first, "/cold", count: 10, [])
+        async let two = CacheWireTests().crowd(second, "/cold", count: 10, [])
+        let answers = try await one + two
+        #expect(answers.count == 20 && answers.allSatisfy { $0.hasPrefix("200 ") }, "\(answers)")
+        #expect(Self.requests(upstream, "/cold") == 1, "\(answers)")
+    }
+
+    @Test func aStoreDownOrStalledLeavesTheLocalCacheAlone() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let upstream = RawUpstream { _ in CacheWireTests.answer(#"{"up":1}"#, "Cache-Control: max-age=100\r\n") }
+        let port = try await upstream.start()
+        let gateway = try await Self.gateway(port, redis)
+        // Stalled: the store takes the call's command and never answers; the call goes upstream after the store's timeout.
+        redis.pause()
+        let stalled = try Self.get(gateway, "/stalled")
+        redis.resume()
+        #expect(stalled.status == "200" && stalled.body == #"{"up":1}"# && stalled.fields["cache-status"] == "gatewayd; fwd=miss; stored")
+        #expect(try Self.get(gateway, "/stalled").fields["cache-status"]?.hasPrefix("gatewayd; hit") == true)
+        // Down: the local cache alone, as with scope local.
+        redis.stop()
+        let down = try Self.get(gateway, "/down")
+        #expect(down.status == "200" && down.fields["cache-status"] == "gatewayd; fwd=miss; stored")
+        #expect(try Self.get(gateway, "/down").fields["cache-status"]?.hasPrefix("gatewayd; hit") == true)
+        #expect(Self.requests(upstream, "/stalled") == 1 && Self.requests(upstream, "/down") == 1)
+    }
+
+    static func planted(status: String = "200", fields: String = #"["Content-Type","application/json"],["Cache-Control","max-age=100"]"#,
+                        body: String = "eyJwbGFudGVkIjp0cnVlfQ==", storedAt: String? = nil, age: String = "0") -> String {
+        "9999999999\n{\"status\":\(status),\"stored_at\":\(storedAt ?? String(HTTPDate.now())),\"age\":\(age),\"vary\":[],\"headers\":[\(fields)],\"body\":\"\(body)\"}"
+    }
+
+    static let hostile: [(String, String)] = [
+        ("CR/LF in a field", planted(fields: #"["Content-Type","application/json\r\nX-Injected: 1"],["Cache-Control","max-age=100"]"#)),
+        ("a bad field name", planted(fields: #"["Bad Name","x"],["Cache-Control","max-age=100"]"#)),
+        ("a per-call field", planted(fields: #"["Set-Cookie","session=stolen"],["Cache-Control","max-age=100"]"#)),
+        ("a status out of range", planted(status: "999")),
+        ("a body past max_entry_bytes", planted(body: String(repeating: "QUFB", count: 2000))),
+        ("a thousand fields", planted(fields: Array(repeating: #"["X-A","b"]"#, count: 1000).joined(separator: ","))),
+        ("a body not base64", planted(body: "!!!")),
+        ("not JSON", "9999999999\n{\"status\":"),
+        ("deep nesting", "9999999999\n" + String(repeating: "[", count: 5000)),
+        ("no fresh-until", "{\"status\":200}"),
+        ("a time far ahead and a huge age", planted(storedAt: "9223372036854775807", age: "9223372036854775807")),
+    ]
+
+    @Test func plantedValuesAreRefused() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let upstream = RawUpstream { _ in CacheWireTests.answer(#"{"real":true}"#, "Cache-Control: max-age=100\r\n") }
+        let port = try await upstream.start()
+        let gateway = try await Self.gateway(port, redis)
+        // The control: a well-formed planted value is served, so the refusals below are the checks', not the format's.
+        _ = try redis.cli(["SET", "t:cache:catalog:/control", Self.planted()])
+        let control = try Self.get(gateway, "/control")
+        #expect(control.body == #"{"planted":true}"# && control.fields["cache-status"]?.hasSuffix("detail=fleet") == true, "\(control)")
+        for (index, (row, value)) in Self.hostile.enumerated() {
+            let path = "/hostile\(index)"
+            _ = try redis.cli(["SET", "t:cache:catalog:\(path)", value])
+            let answer = try Self.get(gateway, path)
+            #expect(answer.status == "200" && answer.body == #"{"real":true}"#, "\(row): \(answer)")
+            #expect(answer.fields["x-injected"] == nil && answer.fields["set-cookie"] == nil, "\(row)")
+            #expect(Self.requests(upstream, path) == 1, "\(row)")
+        }
+        // The daemon lives, and the store's entries are the upstream's now.
+        #expect(try Self.get(gateway, "/hostile0").body == #"{"real":true}"#)
+    }
+}
