@@ -115,6 +115,21 @@ import Rewriter
         ("a time far ahead and a huge age", planted(storedAt: "9223372036854775807", age: "9223372036854775807")),
     ]
 
+    /// The documented value (the fuzzer's seed, Fuzz/Corpus/FuzzFleet/cached-answer-value) reads as an answer and back as itself.
+    @Test func aValueReadsBackAsWritten() throws {
+        let seed = try Data(contentsOf: OpenAPITests.root.appendingPathComponent("Fuzz/Corpus/FuzzFleet/cached-answer-value")).dropFirst(2)
+        let now: Int64 = 1_800_000_000
+        let answer = try #require(FleetCache.decode(Array(seed), now: now, route: RouteCacheConfig(), maxEntryBytes: 4096))
+        #expect(answer.status == 200 && answer.body == Array(#"{"n":1}"#.utf8) && answer.etag == "\"v1\"")
+        #expect(answer.age(now: now) == 13 && answer.ttl(now: now) == 87)
+        #expect(answer.vary.map(\.name) == ["accept-language"] && answer.vary.map(\.value) == ["de"])
+        let again = try #require(FleetCache.decode(Array(FleetCache.encode(answer, now: now).utf8), now: now, route: RouteCacheConfig(), maxEntryBytes: 4096))
+        #expect(again.headers == answer.headers && again.body == answer.body && again.age(now: now) == 13 && again.vary.map(\.value) == ["de"])
+        #expect(FleetCache.encode(answer, now: now).hasPrefix("1800000087\n"))
+        // The same bytes past max_entry_bytes are no answer.
+        #expect(FleetCache.decode(Array(seed), now: now, route: RouteCacheConfig(), maxEntryBytes: 4) == nil)
+    }
+
     @Test func plantedValuesAreRefused() async throws {
         let redis = try RedisServer()
         defer { redis.stop() }
