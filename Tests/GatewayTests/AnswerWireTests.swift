@@ -167,6 +167,14 @@ import Testing
         }
     }
 
+    /// A translated answer is read whole, and its upstream connection goes back to the pool: one connection for five calls.
+    @Test(arguments: protocols) func aTranslatedAnswerKeepsItsUpstreamConnection(_ options: [String]) async throws {
+        let upstream = Self.upstream()
+        let gateway = try await Self.gateway(try await upstream.start())
+        for _ in 0..<5 { #expect(try call(gateway, "/user/7", options).status == "200") }
+        #expect(upstream.requests.count == 5 && Set(upstream.requests.map(\.connection)).count == 1, "\(upstream.requests.map(\.connection))")
+    }
+
     @Test func validatorsJudgeTheDecodedDocument() async throws {
         let upstream = Self.upstream()
         let gateway = try await GatewayHarness.start("""

@@ -12,7 +12,8 @@ extension CallRunner {
 
     /// Asks the store for the key this call fills locally (`until`: how long it waits for another process's fill).
     func askFleet(_ fleet: FleetCache, _ token: CallMachine.Token, until: NIODeadline) {
-        guard let call, let cached = call.cache else { return }
+        // A poll scheduled for a call that has ended (the connection may carry another by now) asks nothing.
+        guard machine.isCurrent(token), let call, let cached = call.cache else { return }
         let lock = String(UInt64.random(in: 1...UInt64.max), radix: 16)
         let lockTime = min(call.route.config.timeout ?? Self.defaultTimeout, Self.fleetLockTime)
         let runner = NIOLoopBound(self, eventLoop: client.eventLoop)
