@@ -14,6 +14,10 @@ import Rewriter
 /// | a field with CR/LF, a bad name, a per-call field (Set-Cookie) | refused, logged; the call goes upstream | `plantedValuesAreRefused` |
 /// | a status out of range, a body past `max_entry_bytes`, 1000 fields, not base64, not JSON, deep nesting | refused; the call goes upstream | `plantedValuesAreRefused` |
 /// | a time far ahead, a huge age | read as now, as an age up to 2^31 s: a stale entry, never a trap | `plantedValuesAreRefused` |
+///
+/// | a client sends | the daemon | test |
+/// |---|---|---|
+/// | a target naming another key's lock (`/x:lock`) | its own key: locks live under `cache-lock:` | `aClientCannotNameALock` |
 @Suite(.ownThreads) struct FleetCacheTests {
     static func gateway(_ upstream: Int, _ redis: RedisServer, ttl: String = "60s") async throws -> GatewayHarness {
         try await GatewayHarness.start("""
@@ -114,6 +118,34 @@ import Rewriter
         ("no fresh-until", "{\"status\":200}"),
         ("a time far ahead and a huge age", planted(storedAt: "9223372036854775807", age: "9223372036854775807")),
     ]
+
+    @Test func aClientCannotNameALock() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let upstream = RawUpstream { _ in CacheWireTests.answer(#"{"n":1}"#, "Cache-Control: max-age=100\r\n") }
+        let port = try await upstream.start()
+        let gateway = try await Self.gateway(port, redis)
+        // Another process holds /x's lock; a client asks for /x:lock, whose value key must not be that lock.
+        _ = try redis.cli(["SET", "t:cache-lock:catalog:/x", "holder", "PX", "60000"])
+        #expect(try Self.get(gateway, "/x:lock").status == "200")
+        #expect(await eventually(timeout: 10) { (try? redis.cli(["EXISTS", "t:cache:catalog:/x:lock"]))?.contains("1") == true })
+        #expect(try redis.cli(["GET", "t:cache-lock:catalog:/x"]).contains("holder"))
+    }
+
+    /// `gatewayd explain` names the store's key a fleet route's local miss asks for.
+    @Test func explainNamesTheStoresKey() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-explain-\(getpid()).yaml")
+        try """
+            listeners: [{address: 127.0.0.1:8080}]
+            store: {redis: {url: "redis://127.0.0.1:6379/0", key_prefix: "shop:"}}
+            routes: [{name: catalog, upstream: echo, cache: {ttl: 60s, key: [query, "header:Accept-Language"], scope: fleet}}]
+            """.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let explained = try ExplainCommandTests().run(["explain", "-c", file.path, "-H", "Accept-Language: de", "GET", "/items?page=2"])
+        #expect(explained.out.contains(#"# cache: key catalog /items?page=2 accept-language=de; a fresh stored answer is served without this request; "#
+            + #"a local miss asks the store for shop:cache:catalog:/items?page=2\nde (its lock: shop:cache-lock:catalog:/items?page=2\nde) first, a miss sends it"#),
+                "\(explained.out)")
+    }
 
     /// The documented value (the fuzzer's seed, Fuzz/Corpus/FuzzFleet/cached-answer-value) reads as an answer and back as itself.
     @Test func aValueReadsBackAsWritten() throws {

@@ -18,8 +18,7 @@ import Rewriter
 /// under this process's route config.
 struct FleetCache: Sendable {
     let store: RedisClient
-    /// `<key_prefix>cache:<route>:`
-    let prefix: String
+    let route: String
 
     /// The longest value written or read: the store's replies are bounded at 1 MiB.
     static let maxValueBytes = 1_000_000
@@ -30,11 +29,20 @@ struct FleetCache: Sendable {
 
     init(store: RedisClient, route: String) {
         self.store = store
-        prefix = "\(store.config.keyPrefix)cache:\(route):"
+        self.route = route
     }
 
-    /// The store's key of `key`: the target, then each key field, a line each (neither can hold a line break).
-    func storeKey(_ key: ResponseCache.Key) -> String { ([prefix + key.target] + key.fields).joined(separator: "\n") }
+    /// The store's key of `key`: `<key_prefix>cache:<route>:<target>`, then
+    /// each key field, a line each (neither can hold a line break); its lock's
+    /// is the same under `cache-lock:`, so that no client's target names
+    /// another key's lock (a `:lock` suffix would: `/x:lock`).
+    static func storeKey(keyPrefix: String, route: String, _ key: ResponseCache.Key, lock: Bool = false) -> String {
+        (["\(keyPrefix)\(lock ? "cache-lock" : "cache"):\(route):\(key.target)"] + key.fields).joined(separator: "\n")
+    }
+
+    private func storeKeys(_ key: ResponseCache.Key) -> [String] {
+        [false, true].map { Self.storeKey(keyPrefix: store.config.keyPrefix, route: route, key, lock: $0) }
+    }
 
     enum Turn {
         /// A fresh answer another process stored.
@@ -70,16 +78,15 @@ struct FleetCache: Sendable {
     /// Asks for `key`'s answer at `now`, or its lock (`lock`, held `lockTime` at most).
     func claim(_ key: ResponseCache.Key, lock: String, lockTime: Duration, now: Int64, route: RouteCacheConfig,
                maxEntryBytes: Int) -> EventLoopFuture<Turn> {
-        let name = storeKey(key)
+        let keys = storeKeys(key)
         let milliseconds = String(max(1, lockTime.components.seconds * 1000 + lockTime.components.attoseconds / 1_000_000_000_000_000))
-        return Self.claim.run(on: store, keys: [name, name + ":lock"], arguments: [lock, milliseconds, String(now)])
+        return Self.claim.run(on: store, keys: keys, arguments: [lock, milliseconds, String(now)])
             .map { reply in Self.turn(from: reply, now: now, route: route, maxEntryBytes: maxEntryBytes) }
             .recover { _ in .alone }
     }
 
     /// Publishes `answer` (nil: nothing) and releases `lock` (empty: none held). Nobody waits for it.
     func publish(_ key: ResponseCache.Key, _ answer: StoredAnswer?, lock: String, now: Int64) {
-        let name = storeKey(key)
         var value = ""
         var kept: Int64 = 1
         if let answer {
@@ -91,7 +98,7 @@ struct FleetCache: Sendable {
             }
         }
         guard !value.isEmpty || !lock.isEmpty else { return }
-        _ = Self.publish.run(on: store, keys: [name, name + ":lock"], arguments: [value, lock, String(kept * 1000)])
+        _ = Self.publish.run(on: store, keys: storeKeys(key), arguments: [value, lock, String(kept * 1000)])
     }
 
     /// The claim script's reply read.

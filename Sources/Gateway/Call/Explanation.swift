@@ -53,7 +53,8 @@ public enum Explanation {
             }
         }
         if let cache = route.config.cache {
-            notes.append(cacheNote(cache, route: route.config.name, method: head.method, target: head.uri, headers: request.headers, hasBody: !body.isEmpty))
+            notes.append(cacheNote(cache, route: route.config.name, method: head.method, target: head.uri, headers: request.headers, hasBody: !body.isEmpty,
+                                   storePrefix: cache.scope == .fleet ? config.store?.keyPrefix : nil))
         }
         return .forwarded(route: route.config.name, index: admitted.match.index, upstream: route.upstream.name,
                           upstreamDescription: route.isEcho ? "built-in echo" : Self.endpoint(route.upstream), request: request.wireFormat,
@@ -114,14 +115,23 @@ public enum Explanation {
         }
     }
 
-    /// The route cache's key for the request, or why it bypasses the cache.
-    static func cacheNote(_ cache: RouteCacheConfig, route: String, method: HTTPMethod, target: String, headers: HeaderList, hasBody: Bool) -> String {
+    /// The route cache's key for the request, or why it bypasses the cache;
+    /// with fleet scope (`storePrefix`), the store's key too.
+    static func cacheNote(_ cache: RouteCacheConfig, route: String, method: HTTPMethod, target: String, headers: HeaderList, hasBody: Bool,
+                          storePrefix: String? = nil) -> String {
         guard let key = CallCache.key(route: route, config: cache, method: method, target: target, headers: headers, hasBody: hasBody) else {
             return "cache: bypassed (it serves GET and HEAD with no body, no Range and no Upgrade); the request goes upstream as below"
         }
         let fields = zip(cache.key.compactMap { if case .header(let name) = $0 { name } else { nil } }, key.fields).map { "\($0)=\($1)" }
+        let shared = storePrefix.map { prefix in
+            let names = [false, true].map { lock in
+                FleetCache.storeKey(keyPrefix: prefix, route: route, key, lock: lock).split(separator: "\n", omittingEmptySubsequences: false)
+                    .joined(separator: "\\n")
+            }
+            return "; a local miss asks the store for \(names[0]) (its lock: \(names[1])) first"
+        }
         return "cache: key \(key.route) \(key.target)" + (fields.isEmpty ? "" : " " + fields.joined(separator: " "))
-            + "; a fresh stored answer is served without this request, a miss sends it"
+            + "; a fresh stored answer is served without this request" + (shared ?? "") + ", a miss sends it"
     }
 
     /// The endpoint a first call would go to, with every endpoint healthy
