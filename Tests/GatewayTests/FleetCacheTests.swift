@@ -33,6 +33,16 @@ import Rewriter
             """)
     }
 
+    /// A redis-server (stopped with the test), `upstream` started, and `gateways` gateways on both.
+    static func started(_ upstream: RawUpstream, gateways: Int = 1) async throws -> (RedisServer, RawUpstream, [GatewayHarness]) {
+        let redis = try RedisServer()
+        Teardown.register { redis.stop() }
+        let port = try await upstream.start()
+        var started: [GatewayHarness] = []
+        for _ in 0..<gateways { started.append(try await gateway(port, redis)) }
+        return (redis, upstream, started)
+    }
+
     static func get(_ gateway: GatewayHarness, _ path: String, _ options: [String] = []) throws -> CacheWireTests.Answer {
         try CacheWireTests().call(gateway, path, options)
     }
@@ -42,12 +52,8 @@ import Rewriter
     }
 
     @Test(arguments: CacheWireTests.protocols) func oneEntryServesEveryGateway(_ options: [String]) async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let upstream = RawUpstream { _ in CacheWireTests.answer(#"{"n":1}"#, "Cache-Control: max-age=100\r\nETag: \"v1\"\r\n") }
-        let port = try await upstream.start()
-        let first = try await Self.gateway(port, redis)
-        let second = try await Self.gateway(port, redis)
+        let (redis, upstream, gateways) = try await Self.started(RawUpstream { _ in CacheWireTests.answer(#"{"n":1}"#, "Cache-Control: max-age=100\r\nETag: \"v1\"\r\n") }, gateways: 2)
+        let (first, second) = (gateways[0], gateways[1])
         let filled = try Self.get(first, "/item", options)
         #expect(filled.status == "200" && filled.fields["cache-status"] == "gatewayd; fwd=miss; stored")
         // Published once the answer ended, beside the call.
@@ -67,12 +73,8 @@ import Rewriter
 
     /// Twenty misses on two gateways for one cold key of a slow upstream: one upstream call.
     @Test func missesOnTwoGatewaysMakeOneUpstreamCall() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let upstream = CacheWireTests.slow(CacheWireTests.answer(#"{"cold":true}"#, "Cache-Control: max-age=60\r\n"))
-        let port = try await upstream.start()
-        let first = try await Self.gateway(port, redis)
-        let second = try await Self.gateway(port, redis)
+        let (_, upstream, gateways) = try await Self.started(CacheWireTests.slow(CacheWireTests.answer(#"{"cold":true}"#, "Cache-Control: max-age=60\r\n")), gateways: 2)
+        let (first, second) = (gateways[0], gateways[1])
         async let one = CacheWireTests().crowd(first, "/cold", count: 10, [])
         async let two = CacheWireTests().crowd(second, "/cold", count: 10, [])
         let answers = try await one + two
@@ -81,11 +83,8 @@ import Rewriter
     }
 
     @Test func aStoreDownOrStalledLeavesTheLocalCacheAlone() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let upstream = RawUpstream { _ in CacheWireTests.answer(#"{"up":1}"#, "Cache-Control: max-age=100\r\n") }
-        let port = try await upstream.start()
-        let gateway = try await Self.gateway(port, redis)
+        let (redis, upstream, gateways) = try await Self.started(RawUpstream { _ in CacheWireTests.answer(#"{"up":1}"#, "Cache-Control: max-age=100\r\n") })
+        let gateway = gateways[0]
         // Stalled: the store takes the call's command and never answers; the call goes upstream after the store's timeout.
         redis.pause()
         let stalled = try Self.get(gateway, "/stalled")
@@ -120,11 +119,8 @@ import Rewriter
     ]
 
     @Test func aClientCannotNameALock() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let upstream = RawUpstream { _ in CacheWireTests.answer(#"{"n":1}"#, "Cache-Control: max-age=100\r\n") }
-        let port = try await upstream.start()
-        let gateway = try await Self.gateway(port, redis)
+        let (redis, _, gateways) = try await Self.started(RawUpstream { _ in CacheWireTests.answer(#"{"n":1}"#, "Cache-Control: max-age=100\r\n") })
+        let gateway = gateways[0]
         // Another process holds /x's lock; a client asks for /x:lock, whose value key must not be that lock.
         _ = try redis.cli(["SET", "t:cache-lock:catalog:/x", "holder", "PX", "60000"])
         #expect(try Self.get(gateway, "/x:lock").status == "200")
@@ -163,11 +159,8 @@ import Rewriter
     }
 
     @Test func plantedValuesAreRefused() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let upstream = RawUpstream { _ in CacheWireTests.answer(#"{"real":true}"#, "Cache-Control: max-age=100\r\n") }
-        let port = try await upstream.start()
-        let gateway = try await Self.gateway(port, redis)
+        let (redis, upstream, gateways) = try await Self.started(RawUpstream { _ in CacheWireTests.answer(#"{"real":true}"#, "Cache-Control: max-age=100\r\n") })
+        let gateway = gateways[0]
         // The control: a well-formed planted value is served, so the refusals below are the checks', not the format's.
         _ = try redis.cli(["SET", "t:cache:catalog:/control", Self.planted()])
         let control = try Self.get(gateway, "/control")
