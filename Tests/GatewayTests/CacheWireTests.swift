@@ -266,7 +266,9 @@ import Testing
         defer { service.stop() }
         let config = try String(contentsOf: OTLPReceiver.root.appendingPathComponent("config/examples/soap-users.yaml"), encoding: .utf8)
             .replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:0").replacingOccurrences(of: "127.0.0.1:8000", with: "127.0.0.1:\(service.port)")
-            .replacingOccurrences(of: "cache: {ttl: 60s, stale_if_error: 10m}", with: "cache: {ttl: 1s, stale_if_error: 10m}")
+            // Fresh for 3 s: the hit below comes well within them, whatever second the service's Date fell in (a 1 s ttl
+            // could start out stale, the Date a second behind the gateway's clock).
+            .replacingOccurrences(of: "cache: {ttl: 60s, stale_if_error: 10m}", with: "cache: {ttl: 3s, stale_if_error: 10m}")
         let gateway = try await GatewayHarness.start(config)
         let miss = try call(gateway, "/users/7", options)
         #expect(miss.body == #"{"id":7,"name":"Ann <admin>","tags":["ops"],"since":1714566600000}"#)
@@ -274,7 +276,7 @@ import Testing
         let hit = try call(gateway, "/users/7", options)
         #expect(hit.body == miss.body && hit.fields["cache-status"]?.hasPrefix("gatewayd; hit") == true)
         #expect(await service.requests(count: 1).count == 1)
-        // The service gone, the stored user outlives its second of freshness.
+        // The service gone, the stored user outlives its seconds of freshness.
         service.stop()
         #expect(await eventually(timeout: 10) { (try? call(gateway, "/users/7", options).fields["cache-status"])?.hasPrefix("gatewayd; fwd=stale") == true })
         let stale = try call(gateway, "/users/7", options)

@@ -62,8 +62,10 @@ import Testing
         try #require(await eventually(timeout: 30) { Date().timeIntervalSince1970.truncatingRemainder(dividingBy: 60) < 40 })
         let failing = Self.failingUpstream()
         let port = try await failing.start()
-        // Nothing listens where the store should be.
-        let gateway = try SpawnedGateway(yaml: Self.yaml(store: "redis://127.0.0.1:\(freeLoopbackPort())", timeout: "100ms", upstream: port,
+        // Nothing listens where the store should be (bound, never listening, held: no other test's server can be there).
+        let nobody = loopbackSocket()
+        defer { close(nobody.fd) }
+        let gateway = try SpawnedGateway(yaml: Self.yaml(store: "redis://127.0.0.1:\(nobody.port)", timeout: "100ms", upstream: port,
                                                          minRetries: 3))
         defer { gateway.stop() }
         let statuses = try runPeer("/usr/bin/curl", ["-s", "-w", "%{http_code}\n"]

@@ -138,8 +138,10 @@ import Testing
 
     @Test(arguments: [("local", "200"), ("deny", "429")])
     func withTheStoreDownCallsFollowOnStoreFailure(policy: String, status: String) async throws {
-        // Nothing listens there: the store is down from its first command.
-        let gateway = try SpawnedGateway(yaml: Self.yaml("redis://127.0.0.1:\(freeLoopbackPort())", requests: 100, per: "1s",
+        // Nothing listens there (bound, never listening, held: no other test's server can be): the store is down from its first command.
+        let nobody = loopbackSocket()
+        defer { close(nobody.fd) }
+        let gateway = try SpawnedGateway(yaml: Self.yaml("redis://127.0.0.1:\(nobody.port)", requests: 100, per: "1s",
                                                          onStoreFailure: policy))
         defer { gateway.stop() }
         let url = "http://127.0.0.1:\(gateway.port)/x"
