@@ -79,7 +79,7 @@ struct FleetCache: Sendable {
     func claim(_ key: ResponseCache.Key, lock: String, lockTime: Duration, now: Int64, route: RouteCacheConfig,
                maxEntryBytes: Int) -> EventLoopFuture<Turn> {
         let keys = storeKeys(key)
-        let milliseconds = String(max(1, lockTime.components.seconds * 1000 + lockTime.components.attoseconds / 1_000_000_000_000_000))
+        let milliseconds = String(max(1, Int(lockTime.seconds * 1000)))
         return Self.claim.run(on: store, keys: keys, arguments: [lock, milliseconds, String(now)])
             .map { reply in Self.turn(from: reply, now: now, route: route, maxEntryBytes: maxEntryBytes) }
             .recover { _ in .alone }
