@@ -121,6 +121,7 @@ for (name, dependencies) in [
     ("FuzzAccessLine", ["Gateway", "NIOCore"]), ("FuzzFilterHost", ["Gateway", "Rewriter", "WasmKit", "Logging", "CoreMetrics"]),
     ("FuzzRedisReader", ["Gateway", "NIOCore"]), ("FuzzOTLPTraces", ["Gateway", "NIOCore", "Rewriter", "W3CTraceContext"]),
     ("FuzzFleet", ["Gateway", "Rewriter"]), ("FuzzAnswer", ["Gateway", "Rewriter"]), ("FuzzCache", ["Gateway", "Rewriter"]),
+    ("FuzzXML", ["Rewriter"]),
 ] as [(String, [String])] {
     package.targets.append(.executableTarget(
         name: name,

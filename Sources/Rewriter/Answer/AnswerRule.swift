@@ -12,7 +12,9 @@ public struct AnswerRule: Sendable, Hashable {
     public var decode: Decode
     public var namespaces: XMLDecoder.Namespaces
     /// Element paths from the root always decoded as arrays.
-    public var arrays: Set<String>
+    public var arrays: Set<String> { didSet { arrayPaths = XMLArrayPaths(arrays) } }
+    /// `arrays` as the decoder reads them, made once.
+    public private(set) var arrayPaths: XMLArrayPaths
     /// The part of the decoded answer the client gets (nil: all of it).
     public var pick: JSONPointer?
     /// The client's object, key by key (nil: the picked part as it is).
@@ -24,6 +26,7 @@ public struct AnswerRule: Sendable, Hashable {
         self.decode = decode
         self.namespaces = namespaces
         self.arrays = arrays
+        arrayPaths = XMLArrayPaths(arrays)
         self.pick = pick
         self.fields = fields
         self.errors = errors

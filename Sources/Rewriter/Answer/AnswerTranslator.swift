@@ -72,7 +72,7 @@ public enum AnswerTranslator {
             do throws(JSONError) { return try JSONReader.parse(body, maxDepth: maxDepth) } catch { throw Failure(reason: "JSON: \(error)") }
         case .xml:
             do throws(XMLDecoder.Failure) {
-                return try XMLDecoder.decode(body, namespaces: rule.namespaces, arrays: rule.arrays, maxDepth: maxDepth)
+                return try XMLDecoder.decode(body, namespaces: rule.namespaces, arrays: rule.arrayPaths, maxDepth: maxDepth)
             } catch {
                 throw Failure(reason: "XML: \(error)")
             }
@@ -90,10 +90,15 @@ public enum AnswerTranslator {
         var media = contentType.prefix { $0 != ";" }
         while media.first == " " || media.first == "\t" { media = media.dropFirst() }
         while media.last == " " || media.last == "\t" { media = media.dropLast() }
-        let lowered = media.lowercased()
-        if lowered == "application/json" || lowered.hasSuffix("+json") { return .json }
-        if lowered == "text/xml" || lowered == "application/xml" || lowered.hasSuffix("+xml") { return .xml }
-        if lowered == "application/x-www-form-urlencoded" { return .form }
+        // Compared as ASCII without case, in place: lowercasing made a string per answer.
+        func lower(_ b: UInt8) -> UInt8 { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b) ? b | 0x20 : b }
+        func `is`(_ name: String) -> Bool { media.utf8.elementsEqual(name.utf8) { lower($0) == $1 } }
+        func ends(_ suffix: String) -> Bool {
+            media.utf8.count >= suffix.utf8.count && media.utf8.suffix(suffix.utf8.count).elementsEqual(suffix.utf8) { lower($0) == $1 }
+        }
+        if `is`("application/json") || ends("+json") { return .json }
+        if `is`("text/xml") || `is`("application/xml") || ends("+xml") { return .xml }
+        if `is`("application/x-www-form-urlencoded") { return .form }
         return nil
     }
 
