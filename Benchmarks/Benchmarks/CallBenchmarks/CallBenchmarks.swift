@@ -146,20 +146,15 @@ func start() async throws {
 }
 
 let benchmarks: @Sendable () -> Void = {
-    Benchmark("http1-call-default-config",
-              configuration: .init(metrics: [.mallocCountTotal], maxDuration: .seconds(3), maxIterations: 20_000,
-                                   thresholds: [.mallocCountTotal: .init(absolute: [.p50: 0, .p90: 0])]),
-              closure: { benchmark in
-                  for _ in benchmark.scaledIterations { blackHole(http1!.call()) }
-              },
-              setup: { try await start() },
-              teardown: { try await server?.shutdown(); try await group?.shutdownGracefully() })
-    Benchmark("h2c-stream-default-config",
-              configuration: .init(metrics: [.mallocCountTotal], maxDuration: .seconds(3), maxIterations: 20_000,
-                                   thresholds: [.mallocCountTotal: .init(absolute: [.p50: 0, .p90: 0])]),
-              closure: { benchmark in
-                  for _ in benchmark.scaledIterations { blackHole(h2c!.call()) }
-              },
-              setup: { try await start() },
-              teardown: { try await server?.shutdown(); try await group?.shutdownGracefully() })
+    let calls: [(String, @Sendable () -> Int)] = [("http1-call-default-config", { http1!.call() }), ("h2c-stream-default-config", { h2c!.call() })]
+    for (name, call) in calls {
+        Benchmark(name,
+                  configuration: .init(metrics: [.mallocCountTotal], maxDuration: .seconds(3), maxIterations: 20_000,
+                                       thresholds: [.mallocCountTotal: .init(absolute: [.p50: 0, .p90: 0])]),
+                  closure: { benchmark in
+                      for _ in benchmark.scaledIterations { blackHole(call()) }
+                  },
+                  setup: { try await start() },
+                  teardown: { try await server?.shutdown(); try await group?.shutdownGracefully() })
+    }
 }

@@ -219,9 +219,10 @@ extension XMLScanner {
         return true
     }
 
-    func starts(with prefix: String.UTF8View) -> Bool {
-        guard bytes.count - i >= prefix.count else { return false }
-        var index = i
+    func starts(with prefix: String.UTF8View, at start: Int? = nil) -> Bool {
+        let start = start ?? i
+        guard bytes.count - start >= prefix.count else { return false }
+        var index = start
         for b in prefix {
             guard bytes[index] == b else { return false }
             index += 1

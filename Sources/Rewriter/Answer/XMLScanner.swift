@@ -20,7 +20,8 @@ struct XMLScanner {
     /// Declared prefixes in scope, each with the depth of the element declaring it.
     private var prefixes: [(name: Range<Int>, depth: Int)] = []
     /// The tag being read's attributes (kept between tags for their capacity).
-    private var attributes: [(name: Range<Int>, value: String)] = []
+    /// `declared`: an `xmlns` attribute's prefix (`.some(nil)` for the default namespace), nil for any other.
+    private var attributes: [(name: Range<Int>, declared: Range<Int>??, value: String)] = []
 
     /// libxml2's own limits: past them its verdict differs from a plain read.
     static let maxDocument = 10_000_000, maxName = 50_000
@@ -110,18 +111,14 @@ struct XMLScanner {
         }
     }
 
+    /// `<!-- -->`: skipped; `--` anywhere but at its end is refused.
     private mutating func comment() throws(Declined) {
         i += 4
         let start = i
-        while true {
-            guard let dash = bytes[i...].firstIndex(of: UInt8(ascii: "-")), dash + 2 < bytes.count else { throw Declined() }
-            i = dash + 1
-            guard bytes[i] == UInt8(ascii: "-") else { continue }
-            guard bytes[i + 1] == UInt8(ascii: ">") else { throw Declined() }
-            try checkCharacters(start..<dash)
-            i += 2
-            return
-        }
+        let dashes = try find("--".utf8)
+        guard dashes + 2 < bytes.count, bytes[dashes + 2] == UInt8(ascii: ">") else { throw Declined() }
+        try checkCharacters(start..<dashes)
+        i = dashes + 3
     }
 
     /// `<?target data?>`: skipped; an `xml` target past the start is refused.
@@ -132,30 +129,28 @@ struct XMLScanner {
         if starts(with: "?>".utf8) { i += 2; return }
         guard skipSpace() else { throw Declined() }
         let start = i
-        while true {
-            guard let mark = bytes[i...].firstIndex(of: UInt8(ascii: "?")), mark + 1 < bytes.count else { throw Declined() }
-            i = mark + 1
-            if bytes[i] == UInt8(ascii: ">") {
-                try checkCharacters(start..<mark)
-                i += 1
-                return
-            }
-        }
+        let end = try find("?>".utf8)
+        try checkCharacters(start..<end)
+        i = end + 2
     }
 
     private mutating func cdata() throws(Declined) {
         i += 9
         let start = i
-        while true {
-            guard let bracket = bytes[i...].firstIndex(of: UInt8(ascii: "]")), bracket + 2 < bytes.count else { throw Declined() }
-            i = bracket + 1
-            if bytes[i] == UInt8(ascii: "]"), bytes[i + 1] == UInt8(ascii: ">") {
-                try checkCharacters(start..<bracket)
-                appendText(start..<bracket)
-                i += 2
-                return
-            }
+        let end = try find("]]>".utf8)
+        try checkCharacters(start..<end)
+        appendText(start..<end)
+        i = end + 3
+    }
+
+    /// Where `terminator` next starts, from `i`; a document that ends first is libxml2's to refuse.
+    private func find(_ terminator: String.UTF8View) throws(Declined) -> Int {
+        var index = i
+        while index + terminator.count <= bytes.count {
+            if starts(with: terminator, at: index) { return index }
+            index += 1
         }
+        throw Declined()
     }
 
     // MARK: Elements
@@ -184,13 +179,12 @@ struct XMLScanner {
             // Checked pairwise, so few: an element with more is libxml2's, which hashes them.
             guard attributes.count < Self.maxAttributes else { throw Declined() }
             for other in attributes where same(other.name, name) { throw Declined() }
-            attributes.append((name, value))
+            attributes.append((name, declaredPrefix(name), value))
         }
         let depth = builder.depth + 1
         // Declarations first: they scope the element's own name and attributes.
         for attribute in attributes {
-            guard let declared = declaredPrefix(attribute.name) else { continue }
-            guard let prefix = declared else { continue }
+            guard case .some(.some(let prefix)) = attribute.declared else { continue }
             guard !attribute.value.isEmpty, !Self.isReserved(bytes[prefix]) else { throw Declined() }
             prefixes.append((prefix, depth))
         }
@@ -199,12 +193,12 @@ struct XMLScanner {
         open.append(qualified)
         // libxml2's reader gives namespace declarations before the other attributes.
         if namespaces == .keep {
-            for attribute in attributes where declaredPrefix(attribute.name) != nil {
+            for attribute in attributes where attribute.declared != nil {
                 builder.attribute(String(decoding: bytes[attribute.name], as: UTF8.self), attribute.value)
             }
         }
         var locals: [Range<Int>] = []
-        for attribute in attributes where declaredPrefix(attribute.name) == nil {
+        for attribute in attributes where attribute.declared == nil {
             let name = try local(attribute.name)
             // Two attributes of one expanded name are an error libxml2 reports; any two of one local name go to it.
             for other in locals where same(other, name) { throw Declined() }
