@@ -179,12 +179,13 @@ extension XMLScanner {
         return start..<i
     }
 
-    /// A name with at most one colon, neither first nor last.
+    /// A name with at most one colon, each side an NCName (libxml2 reads
+    /// `xml:-lang` as one unprefixed name: not ours to mirror).
     mutating func qualifiedName() throws(Declined) -> Range<Int> {
         let name = try self.name()
-        var colons = 0
-        for index in name where bytes[index] == UInt8(ascii: ":") { colons += 1 }
-        guard colons == 0 || (colons == 1 && bytes[name.lowerBound] != UInt8(ascii: ":") && bytes[name.upperBound - 1] != UInt8(ascii: ":"))
+        guard let colon = name.first(where: { bytes[$0] == UInt8(ascii: ":") }) else { return name }
+        guard colon > name.lowerBound, colon + 1 < name.upperBound, Self.isNameStart(bytes[colon + 1]),
+              !name[(colon + 1)...].contains(where: { bytes[$0] == UInt8(ascii: ":") })
         else { throw Declined() }
         return name
     }
