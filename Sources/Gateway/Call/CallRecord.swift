@@ -35,9 +35,9 @@ struct CallRecord {
     /// A try starts on `endpoint`: the `traceparent` that names its span
     /// (nil: the call is not sampled); the try before it, if still open, ends.
     mutating func tryStarted(method: String, endpoint: Endpoint, now: NIODeadline, random: inout SplitMix64,
-                             context: inout LoopContext) -> String? {
+                             loopContext: inout LoopContext) -> String? {
         guard let spans else { return nil }
-        return spans.tryStarted(method: method, endpoint: endpoint, now: now, random: &random, sink: context.spanSink)
+        return spans.tryStarted(method: method, endpoint: endpoint, now: now, random: &random, sink: loopContext.spanSink)
     }
 
     /// The call's `tries`th try went out on a connection to `peer`.
@@ -58,23 +58,23 @@ struct CallRecord {
     }
 
     /// The try failed: why, in full, for the log (never for the client).
-    mutating func tryFailed(_ error: UpstreamError, now: NIODeadline, context: inout LoopContext) {
+    mutating func tryFailed(_ error: UpstreamError, now: NIODeadline, loopContext: inout LoopContext) {
         log.reason = error.description
-        spans?.tryFailed(error.name, now: now, sink: context.spanSink)
+        spans?.tryFailed(error.name, now: now, sink: loopContext.spanSink)
     }
 
     /// The try's answer is set aside (a retry follows): it is not the call's.
-    mutating func tryDropped(now: NIODeadline, context: inout LoopContext) {
+    mutating func tryDropped(now: NIODeadline, loopContext: inout LoopContext) {
         log.upstreamStatus = nil
-        spans?.tryEnded(now: now, sink: context.spanSink)
+        spans?.tryEnded(now: now, sink: loopContext.spanSink)
     }
 
     /// The exchange ended: its metrics, its spans and its access line.
-    mutating func finish(status: Int, outcome: String, now: NIODeadline, context: inout LoopContext) {
-        (routeMetrics ?? context.shared.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start, now: now)
+    mutating func finish(status: Int, outcome: String, now: NIODeadline, loopContext: inout LoopContext) {
+        (routeMetrics ?? loopContext.listener.metrics.unrouted).callEnded(method: log.method, status: status, started: log.start, now: now)
         spans.take()?.finish(route: routeMetrics == nil ? nil : log.route, status: status, outcome: outcome, tries: log.tries, now: now,
-                             sink: context.spanSink)
-        guard let accessLog = context.shared.accessLog, let buffer = context.logBuffer else { return }
+                             sink: loopContext.spanSink)
+        guard let accessLog = loopContext.listener.accessLog, let buffer = loopContext.logBuffer else { return }
         // The line takes the entry over: a copy would retain each of its strings.
         var entry = AccessLog.Entry(start: log.start)
         swap(&entry, &log)
@@ -83,8 +83,8 @@ struct CallRecord {
 
     /// A try's outcome and what the retry policy made of it: the try's log line and metrics.
     func logTry(_ outcome: TryLog.Result, _ action: RetryState<LoopInstant>.Action, decidedBy: String?, byCondition: Bool, tries: Int,
-                context: ListenerContext) {
+                listener: ListenerContext) {
         TryLog.record(outcome, action, decidedBy: decidedBy, byCondition: byCondition, try: tries, route: log.route, requestID: log.requestID,
-                      metrics: routeMetrics ?? context.metrics.unrouted, logger: context.accessLog == nil ? nil : context.tryLogger)
+                      metrics: routeMetrics ?? listener.metrics.unrouted, logger: listener.accessLog == nil ? nil : listener.tryLogger)
     }
 }

@@ -64,7 +64,7 @@ extension CallRunner {
 
     /// The fill this call waited for ended (on whatever loop ended it; `token`: the call's wait).
     func fillEnded(_ end: ResponseCache.FillEnd, _ token: CallMachine.Token) {
-        front.atEvent {
+        downstream.atEvent {
             guard machine.isCurrent(token), let call, let cached = call.cache, cached.waitID != nil else { return }
             cached.waitID = nil
             switch end {
@@ -75,7 +75,7 @@ extension CallRunner {
             case .failed(let problem):
                 cached.status = "fwd=miss; collapsed; detail=failed"
                 cached.result = .collapsed
-                front.record.log.cache = cached.result.name
+                downstream.record.log.cache = cached.result.name
                 self.end(.problem(problem))
             default:
                 run(machine.fillReleased(token))
@@ -94,7 +94,7 @@ extension CallRunner {
         // The conditions a revalidation added are the gateway's, not the client's.
         let notModified = !cached.revalidates && CallCache.notModified(answer, request: call.request.headers)
         var own = OwnAnswer(status: notModified ? 304 : answer.status, headers: headers, body: notModified ? [] : answer.body, to: call.requestHead,
-                            close: !call.keepAlive || front.exchange.quiescing)
+                            close: !call.keepAlive || downstream.exchange.quiescing)
         // No body to measure (RFC 9110 sections 8.6, 15.4.5); HTTP/2 clients refuse a length on a 204.
         if own.status == 304 || own.status == 204 { own.head.headers.remove("Content-Length") }
         counted(cached)
@@ -141,7 +141,7 @@ extension CallRunner {
         let now = HTTPDate.now()
         guard let stale = cached.fill?.stale, stale.servesOnError(now: now) else {
             cached.failed(problem)
-            front.record.log.cache = cached.result.name
+            downstream.record.log.cache = cached.result.name
             return false
         }
         cached.status = "fwd=stale; fwd-status=\(problem.status)"
@@ -154,13 +154,13 @@ extension CallRunner {
     /// An unsafe method that went through invalidates what is stored for its path (RFC 9111 section 4.4).
     func invalidateStored(by call: Call) {
         guard call.cache == nil, let cache = call.route.cache, ![.GET, .HEAD, .OPTIONS, .TRACE].contains(call.requestHead.method),
-            let status = front.record.log.upstreamStatus, status < 400
+            let status = downstream.record.log.upstreamStatus, status < 400
         else { return }
         cache.invalidate(path: String(call.requestHead.uri.prefix { $0 != "?" }))
     }
 
     private func counted(_ cached: CallCache) {
-        front.record.log.cache = cached.result.name
+        downstream.record.log.cache = cached.result.name
         call?.route.metrics.cache(cached.result)
     }
 
@@ -174,8 +174,8 @@ extension CallRunner {
             for (name, value) in CallCache.conditions(for: stale) { request.headers.set(name, value) }
         }
         let route = call.route
-        let limit = min(shared.config.limits.maxResponseBodyBytes, cached.cache.maxEntryBytes)
-        front.context.pool.exchange(request, upstream: route.upstream, timeout: route.config.timeout ?? Self.defaultTimeout, maxBodyBytes: limit)
+        let limit = min(listener.config.limits.maxResponseBodyBytes, cached.cache.maxEntryBytes)
+        downstream.loopContext.pool.exchange(request, upstream: route.upstream, timeout: route.config.timeout ?? Self.defaultTimeout, maxBodyBytes: limit)
             .assumeIsolated().whenComplete { result in
                 guard case .success(let contents) = result else { return cached.cache.end(fill, storing: nil) }
                 let answer = Self.refreshedAnswer(contents, fill: fill, route: route, cached: cached, limit: limit)

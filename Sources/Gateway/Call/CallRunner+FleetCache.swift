@@ -24,7 +24,7 @@ extension CallRunner {
 
     private func fleetAnswered(_ turn: FleetCache.Turn, _ fleet: FleetCache, key: ResponseCache.Key, lock: String, _ token: CallMachine.Token,
                                until: NIODeadline) {
-        front.atEvent {
+        downstream.atEvent {
             guard machine.isCurrent(token), let call, let cached = call.cache, cached.fill != nil else {
                 if case .fill = turn { fleet.publish(key, nil, lock: lock, now: 0) }
                 return
@@ -43,7 +43,7 @@ extension CallRunner {
                 let runner = NIOLoopBound(self, eventLoop: client.eventLoop)
                 client.eventLoop.scheduleTask(in: FleetCache.pollInterval) { runner.value.askFleet(fleet, token, until: until) }
             case .refused(let why):
-                shared.logger.error("store: the fleet's cache entry is \(why); going upstream instead", metadata: ["route": .string(call.route.config.name)])
+                listener.logger.error("store: the fleet's cache entry is \(why); going upstream instead", metadata: ["route": .string(call.route.config.name)])
                 run(machine.lookedUp(token, waits: false))
             case .have, .wait, .alone:
                 run(machine.lookedUp(token, waits: false))

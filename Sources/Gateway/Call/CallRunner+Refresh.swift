@@ -6,7 +6,7 @@ extension CallRunner {
     /// The refresher behind `spec` starts (or joins) a refresh; the try `token` follows it.
     func refresh(_ spec: RefreshSpec, token: CallMachine.Token, head: consuming ResponseHead?) {
         guard let call else { return }
-        guard let (refresher, start) = front.startRefresh(spec, for: call) else { return run(machine.refreshUnavailable(token), head: head.take()) }
+        guard let (refresher, start) = downstream.startRefresh(spec, for: call) else { return run(machine.refreshUnavailable(token), head: head.take()) }
         call.dropConnection()
         guard case .wait(let credential) = start else { return run(machine.credentialReady(token)) }
         credential.assumeIsolated().whenComplete { [self] result in

@@ -14,8 +14,9 @@ import Rewriter
 final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     typealias CallMachine = CallStateMachine<LoopInstant>
 
-    let front: ClientExchange
-    /// Where answers go (the front's, kept here too: read through the front, each use is retained).
+    /// The client's side of the call: reading, admitting, answering, the record.
+    let downstream: ClientExchange
+    /// Where answers go (`downstream.client`, kept here too: read through `downstream`, each use is retained).
     let client: any ClientSide
     /// The call in flight: what it carries. Its lifecycle is `machine`'s.
     var call: Call?
@@ -23,16 +24,16 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
 
     init(slot: ListenerSlot, client: any ClientSide) {
         let seed = Self.processSeed ^ NIODeadline.now().uptimeNanoseconds ^ UInt64(UInt(bitPattern: ObjectIdentifier(client).hashValue))
-        front = ClientExchange(slot: slot, client: client, seed: seed)
+        downstream = ClientExchange(slot: slot, client: client, seed: seed)
         self.client = client
     }
 
     static let processSeed = UInt64.random(in: .min ... .max)
     static let defaultTimeout = Duration.seconds(60)
 
-    var shared: ListenerContext { front.shared }
-    var now: NIODeadline { front.now }
-    var loopNow: LoopInstant { front.loopNow }
+    var listener: ListenerContext { downstream.listener }
+    var now: NIODeadline { downstream.now }
+    var loopNow: LoopInstant { downstream.loopNow }
 
     /// Whether a completion (a filter, a modifier, a pool wait) is the current try's.
     func isCurrent(_ token: CallMachine.Token) -> Bool { machine.isCurrent(token) }
@@ -41,18 +42,18 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
 
     /// A request head, taken over (see `HTTP1ConnectionHandler.parse`).
     func requestHead(_ head: consuming RequestHead) {
-        let event = front.eventStarted()
-        defer { front.eventEnded(event) }
-        if let start = front.headArrived(head) { startCall(start) }
+        let event = downstream.eventStarted()
+        defer { downstream.eventEnded(event) }
+        if let start = downstream.headArrived(head) { startCall(start) }
     }
 
     func requestBody(_ buffer: ByteBuffer) {
-        front.atEvent { run(machine.requestBody(buffer)) }
+        downstream.atEvent { run(machine.requestBody(buffer)) }
     }
 
     func requestEnded() {
-        front.atEvent {
-            if let start = front.requestEnded() { startCall(start) }
+        downstream.atEvent {
+            if let start = downstream.requestEnded() { startCall(start) }
             run(machine.requestEnded())
         }
     }
@@ -66,13 +67,13 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     /// The connection or stream is gone: the call in flight is abandoned.
     func detach() {
         abandonCall()
-        front.detach()
+        downstream.detach()
     }
 
     /// The timer woke: the call's deadline first, then the client-side wait.
     func deadlinePassed() {
         run(machine.deadlinePassed(now: loopNow))
-        front.timerFired()
+        downstream.timerFired()
     }
 
     func clientBecameWritable() { call?.connection?.setReading(true) }
@@ -81,12 +82,12 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
 
     /// The connect for this try failed (a try too); false when the try was over already.
     func connectFailed(_ error: UpstreamError, _ token: CallMachine.Token) -> Bool {
-        let action = machine.connectFailed(token, error, now: loopNow, random: &front.random)
+        let action = machine.connectFailed(token, error, now: loopNow, random: &downstream.random)
         if case .none = action { return false }
         call?.waiter = nil
         // A try that failed to connect is a try: the metric counts it as the access line does.
         call?.route.metrics.tries?.increment()
-        front.record.tryFailed(error, now: now, context: &front.context)
+        downstream.record.tryFailed(error, now: now, loopContext: &downstream.loopContext)
         run(action)
         return true
     }
@@ -113,9 +114,9 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
 
     func upstreamFailed(_ error: UpstreamError, progress: TryProgress) {
         guard call != nil else { return }
-        front.record.tryFailed(error, now: now, context: &front.context)
+        downstream.record.tryFailed(error, now: now, loopContext: &downstream.loopContext)
         call?.connection = nil
-        run(machine.tryFailed(error, progress: progress, now: loopNow, random: &front.random))
+        run(machine.tryFailed(error, progress: progress, now: loopNow, random: &downstream.random))
     }
 
     /// The upstream switched protocols: the call becomes a tunnel.
@@ -124,21 +125,21 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
             connection.close()
             return client.close()
         }
-        front.openTunnel(head, for: call, to: connection)
+        downstream.openTunnel(head, for: call, to: connection)
     }
 
     func upstreamHead(_ upstreamHead: consuming ResponseHead) {
         // Logged whatever the validators make of it.
-        front.record.tryAnswered(status: Int(upstreamHead.status.code), now: now)
+        downstream.record.tryAnswered(status: Int(upstreamHead.status.code), now: now)
         // The call read once: each `call?.` retains and releases it.
         guard let call else { return }
-        let action = machine.responseHead(upstreamHead, holdsBody: call.route.readsResponseBodies || shared.validatorsReadBodies, now: loopNow,
-                                          random: &front.random)
+        let action = machine.responseHead(upstreamHead, holdsBody: call.route.readsResponseBodies || listener.validatorsReadBodies, now: loopNow,
+                                          random: &downstream.random)
         run(action, head: consume upstreamHead)
     }
 
     func upstreamBody(_ buffer: ByteBuffer) {
-        run(machine.upstreamBody(buffer, limit: shared.config.limits.maxResponseBodyBytes))
+        run(machine.upstreamBody(buffer, limit: listener.config.limits.maxResponseBodyBytes))
     }
 
     func upstreamReadComplete() { run(machine.upstreamReadComplete()) }
@@ -148,10 +149,10 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     }
 
     func upstreamEnd() {
-        front.atEvent {
+        downstream.atEvent {
             // Its connection finished the response and went back to its pool.
             call?.connection = nil
-            run(machine.responseEnded(now: loopNow, random: &front.random))
+            run(machine.responseEnded(now: loopNow, random: &downstream.random))
         }
     }
 
@@ -160,9 +161,9 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         // The call ended meanwhile (client gone, deadline): nothing to answer.
         guard machine.isCurrent(token), let call else { return }
         // A filter let through by `fail_open` says so on the access line.
-        if let reason = call.filters?.failureReason { front.record.log.reason = reason }
+        if let reason = call.filters?.failureReason { downstream.record.log.reason = reason }
         guard case .end(let ending, let reason) = outcome else { return run(machine.modifiersFinished(token)) }
-        if let reason { front.record.log.reason = reason }
+        if let reason { downstream.record.log.reason = reason }
         end(ending)
     }
 
@@ -173,10 +174,10 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         let call = start.call
         call.cache = Self.cache(for: call)
         self.call = call
-        front.exchange.callStarted()
+        downstream.exchange.callStarted()
         let deadline = loopNow.advanced(by: call.route.config.timeout ?? Self.defaultTimeout)
-        front.wake(at: deadline)
-        run(machine.start(deadline: deadline, runsModifiers: !shared.modifiers.isEmpty || !call.route.filters.isEmpty || call.limit != nil,
+        downstream.wake(at: deadline)
+        run(machine.start(deadline: deadline, runsModifiers: !listener.modifiers.isEmpty || !call.route.filters.isEmpty || call.limit != nil,
                           perTryTimeout: call.route.config.retry?.perTryTimeout, retry: start.retry, streams: call.streams,
                           translates: call.route.answer != nil, caches: call.cache != nil))
     }
@@ -197,7 +198,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
             guard let call, let connection else { return }
             send(call, on: connection, token: token, tries: tries, perTryTimeout: perTryTimeout, streamed: streamed)
         case .bufferBody(let buffer):
-            front.bodyArrived(buffer)
+            downstream.bodyArrived(buffer)
         case .sendBody(let buffer):
             guard let connection = call?.connection else { return }
             connection.sendBody(buffer)
@@ -208,7 +209,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         case .resumeClient:
             client.setReading(true)
         case .wake(let deadline):
-            front.wake(at: deadline)
+            downstream.wake(at: deadline)
         case .timeOutCall(let forwarded):
             guard client.isActive, let call else { return }
             call.dropConnection()
@@ -222,7 +223,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
             tryEnded(end)
             if let taken = head.take() { forward(consume taken) }
         case .forwardBody(let buffer):
-            front.record.log.bytes += buffer.readableBytes
+            downstream.record.log.bytes += buffer.readableBytes
             call?.cache?.bodyPart(buffer.readableBytesView, count: buffer.readableBytes)
             // Flushed once per upstream read batch (upstreamReadComplete), not per part.
             client.write(.body(buffer))
@@ -239,10 +240,10 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         case .drain(let end):
             tryEnded(end)
             // Read to its end, so its connection goes back to the pool instead of being closed and re-opened.
-            front.record.log.upstreamStatus = nil
+            downstream.record.log.upstreamStatus = nil
         case .retry(let token, let delay, let end):
             tryEnded(end)
-            front.record.tryDropped(now: now, context: &front.context)
+            downstream.record.tryDropped(now: now, loopContext: &downstream.loopContext)
             call?.dropConnection()
             run(delay > .zero ? .backOff(token, delay) : .acquireConnection(token))
         case .backOff(let token, let delay):
@@ -254,7 +255,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
             tryEnded(end)
             guard let call else { return }
             call.dropConnection()
-            front.record.log.reason = "\(validator) refused the response"
+            downstream.record.log.reason = "\(validator) refused the response"
             self.end(.problem(.validatorFailed(status: status, on: call.route)))
         case .failTry(let error, let end):
             tryEnded(end)
@@ -266,15 +267,15 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         case .translate(let head, let body):
             guard let call else { return }
             let translation = call.route.answer.map {
-                AnswerTranslation.of(head, body, rule: $0, route: call.route.config, limit: shared.config.limits.maxResponseBodyBytes,
-                                     judged: call.route.validatorsReadBodies || shared.validatorsReadBodies)
+                AnswerTranslation.of(head, body, rule: $0, route: call.route.config, limit: listener.config.limits.maxResponseBodyBytes,
+                                     judged: call.route.validatorsReadBodies || listener.validatorsReadBodies)
             } ?? .answer(document: body, head: head, body: body)
-            run(machine.answerTranslated(translation, now: loopNow, random: &front.random))
+            run(machine.answerTranslated(translation, now: loopNow, random: &downstream.random))
         case .answerTooLarge(let end):
             tryEnded(end)
             guard let call else { return }
             call.dropConnection()
-            self.end(.problem(.answerTooLarge(limit: shared.config.limits.maxResponseBodyBytes, route: call.route.config.name)))
+            self.end(.problem(.answerTooLarge(limit: listener.config.limits.maxResponseBodyBytes, route: call.route.config.name)))
         case .respond(let problem, let end):
             tryEnded(end)
             call?.dropConnection()
@@ -283,7 +284,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
             client.close()
         case .rejectRequest(let problem):
             abandonCall()
-            front.malformed(problem)
+            downstream.malformed(problem)
         case .finish:
             end(.complete)
         }
@@ -300,7 +301,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         if case .problem(let problem, _, _) = ending, cacheFails(problem) { return }
         let call = endCall(complete: ending.isComplete)
         if let call { invalidateStored(by: call) }
-        front.end(ending, call: call)
+        downstream.end(ending, call: call)
     }
 
     /// The call is over: every token it handed out is stale; `complete`: its
@@ -310,7 +311,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         let call = call.take()
         // The client may still be sending its body: it is read (and dropped) so the connection's framing stays intact.
         run(machine.end())
-        call?.end(pool: front.context.pool)
+        call?.end(pool: downstream.loopContext.pool)
         call?.cache?.finish(complete: complete)
         return call
     }
@@ -320,7 +321,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     func abandonCall() {
         let call = call.take()
         run(machine.end(clientGone: true))
-        call?.end(pool: front.context.pool)
+        call?.end(pool: downstream.loopContext.pool)
         call?.cache?.finish(complete: false)
         call?.dropConnection()
     }
@@ -334,16 +335,16 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     private func acquire(_ token: CallMachine.Token) {
         guard let call else { return }
         call.takeCredentials()
-        guard let state = shared.routeUpstreams[call.route.index] else {
-            let answer = front.echo(call)
+        guard let state = listener.routeUpstreams[call.route.index] else {
+            let answer = downstream.echo(call)
             endCall()
-            return front.answerEcho(answer, route: call.route)
+            return downstream.answerEcho(answer, route: call.route)
         }
         var breaker = state.breakerOpen(waiting: false)
         if breaker == nil {
-            let endpoint = state.pick(exclude: call.endpoint?.index, random: front.random.next())
-            front.tryStarted(call, on: endpoint)
-            breaker = front.context.pool.connection(to: endpoint, of: state, now: now, for: self, token: token)
+            let endpoint = state.pick(exclude: call.endpoint?.index, random: downstream.random.next())
+            downstream.tryStarted(call, on: endpoint)
+            breaker = downstream.loopContext.pool.connection(to: endpoint, of: state, now: now, for: self, token: token)
         }
         guard let breaker else { return }
         // The upstream untouched: 503 with Retry-After.
@@ -354,7 +355,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
                       streamed: CallMachine.StreamedStart?) {
         call.attach(connection)
         call.route.metrics.tries?.increment()
-        front.record.trySent(tries: tries, to: connection.peerAddress, now: now)
+        downstream.record.trySent(tries: tries, to: connection.peerAddress, now: now)
         if let perTryTimeout { call.perTryTimer = schedule(in: perTryTimeout) { $0.perTryTimerFired(token) } }
         guard let streamed else { return connection.send(call.request, delegate: self) }
         connection.sendHead(call.request, delegate: self)
@@ -371,10 +372,10 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
     /// detection, and what the retry policy decided to the try's log line.
     private func tryEnded(_ end: CallMachine.TryEnd?) {
         guard let end else { return }
-        front.record.log.tries = end.tries
+        downstream.record.log.tries = end.tries
         if end.tellsEndpoint, let endpoint = call?.endpoint { endpoint.upstream.tryEnded(endpoint, failure: end.failure) }
         if let decided = end.decided, let result = end.result {
-            front.record.logTry(result, decided, decidedBy: end.decidedBy, byCondition: end.byCondition, tries: end.tries, context: shared)
+            downstream.record.logTry(result, decided, decidedBy: end.decidedBy, byCondition: end.byCondition, tries: end.tries, listener: listener)
         }
     }
 
@@ -387,13 +388,13 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         // Moved, not copied: a second reference would make its first edit copy every field.
         var head = consume upstreamHead
         var body = held
-        if let answer = front.prepare(&head, body: &body, whole: whole, for: call) {
+        if let answer = downstream.prepare(&head, body: &body, whole: whole, for: call) {
             call.dropConnection()
             return end(.answer(answer))
         }
         if cacheAnswer(&head, body: body, call: call) { return }
         run(machine.responseHeadForwarded())
         call.perTryTimer?.cancel()
-        front.writeHead(consume head, body: body)
+        downstream.writeHead(consume head, body: body)
     }
 }

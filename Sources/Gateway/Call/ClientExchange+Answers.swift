@@ -21,7 +21,7 @@ extension ClientExchange {
         case .bodyStalled:
             // A request body that stopped coming (nginx: client_body_timeout).
             guard client.isActive else { return client.close() }
-            let idleTimeout = shared.config.limits.idleTimeout
+            let idleTimeout = listener.config.limits.idleTimeout
             refuseBuffered { .bodyTimeout(idleTimeout, route: $0) }
         }
     }
@@ -134,13 +134,13 @@ extension ClientExchange {
     /// The exchange is over: its access log line and metrics, once.
     func writeRecord(status: Int, outcome: String) {
         guard exchange.logOnce() else { return }
-        record.finish(status: status, outcome: outcome, now: now, context: &context)
+        record.finish(status: status, outcome: outcome, now: now, loopContext: &loopContext)
     }
 
     /// Ends the response; an HTTP/1.1 connection then reads its next request
     /// (within idle_timeout).
     func finishExchange(keepAlive: Bool) {
-        let idleTimeout = client.carriesOneExchange ? nil : shared.config.limits.idleTimeout
+        let idleTimeout = client.carriesOneExchange ? nil : listener.config.limits.idleTimeout
         let (keepOpen, next) = exchange.responseEnded(keepAlive: keepAlive, now: loopNow, idleTimeout: idleTimeout)
         if let next { wake(at: next) }
         client.end(close: !keepOpen)

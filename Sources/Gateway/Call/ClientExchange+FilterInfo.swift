@@ -11,7 +11,7 @@ extension ClientExchange: FilterCallInfo {
     var clientPort: Int? { client.connectionFacts.peerPort }
     var localAddress: String { client.connectionFacts.localAddress }
     var tlsVersion: String? { client.connectionFacts.tlsVersion }
-    var scheme: String { shared.scheme }
+    var scheme: String { listener.scheme }
     var proto: String { record.log.proto.hasPrefix("HTTP/1") ? record.log.proto : "HTTP/2" }
     var startNanos: UInt64 { FilterVM.wallClockNanos() &- (NIODeadline.now() - record.log.start).nanoseconds.magnitude }
     var upstreamAddress: String? { record.log.upstreamAddress }

@@ -11,7 +11,7 @@ extension ClientExchange {
         client.write(.head(head.switchedForClient(asked: call.request.headers["Upgrade"], requestID: call.requestID,
                                                   rules: call.route.config.responseHeaders)))
         client.flush()
-        let tunnel = Tunnel(client: clientEnd, upstream: upstreamEnd, idleTimeout: shared.config.limits.idleTimeout.timeAmount,
+        let tunnel = Tunnel(client: clientEnd, upstream: upstreamEnd, idleTimeout: listener.config.limits.idleTimeout.timeAmount,
                             on: client.eventLoop) { [self] tunnel in
             record.log.bytes = tunnel.bytesFromUpstream
             record.log.requestBytes = tunnel.bytesFromClient

@@ -13,8 +13,8 @@ final class ClientExchange {
     let slot: ListenerSlot
     /// The listener's context as of this exchange's request head (a reload
     /// swaps the slot's; a call in flight keeps its own), as this loop uses it.
-    var context: LoopContext
-    var shared: ListenerContext { context.shared }
+    var loopContext: LoopContext
+    var listener: ListenerContext { loopContext.listener }
     /// Where answers go.
     let client: any ClientSide
     /// Where the connection or stream is between requests and responses.
@@ -42,7 +42,7 @@ final class ClientExchange {
 
     init(slot: ListenerSlot, client: any ClientSide, seed: UInt64) {
         self.slot = slot
-        context = LoopContext(slot.context, eventLoop: client.eventLoop)
+        loopContext = LoopContext(slot.listener, eventLoop: client.eventLoop)
         self.client = client
         random = SplitMix64(seed: seed)
     }
@@ -74,24 +74,24 @@ final class ClientExchange {
     }
 
     /// The connection is up: a request head must come within header_timeout.
-    func started() { wake(at: exchange.connectionStarted(now: loopNow, headerTimeout: shared.config.limits.headerTimeout)) }
+    func started() { wake(at: exchange.connectionStarted(now: loopNow, headerTimeout: listener.config.limits.headerTimeout)) }
 
     /// A request head: answered here, buffered (its body follows), or a
     /// call whose body streams upstream as it arrives.
     func headArrived(_ head: consuming RequestHead) -> Start? {
         begin(head)
-        if shared.openAPIDocument != nil, let document = openAPIDocument(for: head) {
+        if listener.openAPIDocument != nil, let document = openAPIDocument(for: head) {
             write(document)
             return nil
         }
         let framing = client.requestFraming
         let (traceID, hop, decision) = CallAdmission.admit(
-            &head, client: .init(address: shared.trustedProxies.clientAddress(peer: client.peerAddress, forwardedFor: head.headers.values("X-Forwarded-For")),
+            &head, client: .init(address: listener.trustedProxies.clientAddress(peer: client.peerAddress, forwardedFor: head.headers.values("X-Forwarded-For")),
                                  localAuthority: client.localAuthority, canTunnel: client.canTunnel, framing: framing),
-            tracing: shared.config.tracing, limits: shared.config.limits, router: shared.router, random: &random,
+            tracing: listener.config.tracing, limits: listener.config.limits, router: listener.router, random: &random,
             now: Double(now.uptimeNanoseconds) / 1e9)
         record.log.traceID = traceID
-        if let hop, shared.spans != nil, hop.context.flags.contains(.sampled) {
+        if let hop, listener.spans != nil, hop.context.flags.contains(.sampled) {
             record.spans = CallSpans(hop: hop, method: record.log.method, target: record.log.target, client: record.log.client,
                                      protocolVersion: head.version.major == 2 ? "2" : "1.1", start: record.log.start)
         }
@@ -113,13 +113,13 @@ final class ClientExchange {
         self.head = head
         self.admitted = admitted
         body.removeAll(keepingCapacity: true)
-        wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: shared.config.limits.idleTimeout))
+        wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: listener.config.limits.idleTimeout))
         return nil
     }
 
     /// `openapi.path`'s document, answered before any route (GET and HEAD; a query is ignored).
     private func openAPIDocument(for head: RequestHead) -> OwnAnswer? {
-        guard let document = shared.openAPIDocument, let path = shared.config.openapi.path, head.method == .GET || head.method == .HEAD,
+        guard let document = listener.openAPIDocument, let path = listener.config.openapi.path, head.method == .GET || head.method == .HEAD,
             head.uri.prefix(while: { $0 != "?" }) == path
         else { return nil }
         let requestID = ClientInfo.requestID(from: head.headers, random: &random)
@@ -131,8 +131,8 @@ final class ClientExchange {
 
     private func begin(_ head: RequestHead) {
         exchange.requestHead()
-        context.update(slot.context)
-        record.start(head, at: now, client: client.peerAddress, proto: protocolName(head.version), readsUserAgent: shared.accessLog != nil)
+        loopContext.update(slot.listener)
+        record.start(head, at: now, client: client.peerAddress, proto: protocolName(head.version), readsUserAgent: listener.accessLog != nil)
     }
 
     /// A request refused before it was read whole (an HTTP/2 header block
@@ -147,7 +147,7 @@ final class ClientExchange {
     func bodyArrived(_ buffer: ByteBuffer) {
         // The head is not bound here: binding it would copy it for every part.
         guard head != nil else { return }
-        let limits = shared.config.limits
+        let limits = listener.config.limits
         wake(at: exchange.bodyExpected(now: loopNow, idleTimeout: limits.idleTimeout))
         guard body.count + buffer.readableBytes <= limits.maxBodyBytes else {
             return refuseBuffered { .bodyTooLarge(limit: limits.maxBodyBytes, route: $0) }
@@ -193,7 +193,7 @@ final class ClientExchange {
                                  close: exchange.quiescing), route: route)
             return nil
         }
-        let retry = admitted.upgrade == nil ? RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: true) : nil
+        let retry = admitted.upgrade == nil ? RetryState<LoopInstant>(route: route, custom: listener.validators, method: request.method, replayable: true) : nil
         // Moved into the call: a copy would retain each of its strings and arrays.
         return Start(call: Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: false,
                                 limit: admitted.limit, clientAuthorized: authorized, clientSentBody: !body.isEmpty),
@@ -217,16 +217,16 @@ final class ClientExchange {
             return nil
         }
         self.client.setReading(false)
-        let retry = RetryState<LoopInstant>(route: route, custom: shared.validators, method: request.method, replayable: false)
+        let retry = RetryState<LoopInstant>(route: route, custom: listener.validators, method: request.method, replayable: false)
         return Start(call: Call(requestHead: consume head, request: consume request, route: route, requestID: client.requestID, streams: true,
                                 limit: admitted.limit),
                      retry: retry)
     }
 
     private func clientInfo(_ headers: HeaderList) -> ClientInfo {
-        let client = ClientInfo(address: self.client.peerAddress, scheme: shared.scheme,
+        let client = ClientInfo(address: self.client.peerAddress, scheme: listener.scheme,
                                 requestID: ClientInfo.requestID(from: headers, random: &random),
-                                trustedPeer: shared.trustedProxies.contains(address: self.client.peerAddress))
+                                trustedPeer: listener.trustedProxies.contains(address: self.client.peerAddress))
         record.log.requestID = client.requestID
         return client
     }
@@ -234,7 +234,7 @@ final class ClientExchange {
     /// A try of `call` starts on `endpoint`: its span, named by the request's `traceparent`.
     func tryStarted(_ call: Call, on endpoint: Endpoint) {
         call.endpoint = endpoint
-        guard let traceparent = record.tryStarted(method: call.request.method, endpoint: endpoint, now: now, random: &random, context: &context),
+        guard let traceparent = record.tryStarted(method: call.request.method, endpoint: endpoint, now: now, random: &random, loopContext: &loopContext),
             // The first try's is usually in the request already (the same string: compared at once).
             call.request.headers["traceparent"] != traceparent
         else { return }
@@ -243,7 +243,7 @@ final class ClientExchange {
 
     /// As the access log names it.
     private func protocolName(_ version: HTTPVersion) -> String {
-        if version.major == 2 { return shared.scheme == "https" ? "h2" : "h2c" }
+        if version.major == 2 { return listener.scheme == "https" ? "h2" : "h2c" }
         return version.minor == 0 ? "HTTP/1.0" : "HTTP/1.1"
     }
 
@@ -279,7 +279,7 @@ final class ClientExchange {
     /// How long a connection (HTTP/1.1) or stream (HTTP/2) whose answer ended
     /// before its request did keeps reading, and dropping, what still comes:
     /// idle_timeout, at most 5 seconds.
-    var lingerTime: TimeAmount { min(.seconds(5), shared.config.limits.idleTimeout.timeAmount) }
+    var lingerTime: TimeAmount { min(.seconds(5), listener.config.limits.idleTimeout.timeAmount) }
 
     /// Graceful stop (drain): the response in flight is the last. Returns
     /// whether the connection is idle, to be closed now.

@@ -4,29 +4,29 @@ import NIOCore
 /// pool and its access-log and span buffers, each found on first use (a
 /// lookup hashes into a dictionary) and kept while the context is current.
 struct LoopContext {
-    private(set) var shared: ListenerContext
+    private(set) var listener: ListenerContext
     let eventLoop: any EventLoop
     private var loopPool: UpstreamPool?
     private var loopLogBuffer: AccessLog.Buffer?
     private var loopSpanBuffer: SpanExporter.Buffer?
     private var loopFilters: LoopFilters?
 
-    init(_ shared: ListenerContext, eventLoop: any EventLoop) {
-        self.shared = shared
+    init(_ listener: ListenerContext, eventLoop: any EventLoop) {
+        self.listener = listener
         self.eventLoop = eventLoop
     }
 
     /// The slot's context as of a new request head: a reload may have
     /// swapped it, and the loop's handles go with the old one.
     mutating func update(_ context: ListenerContext) {
-        guard context !== shared else { return }
+        guard context !== listener else { return }
         self = LoopContext(context, eventLoop: eventLoop)
     }
 
     var pool: UpstreamPool {
         mutating get {
             if let loopPool { return loopPool }
-            let pool = shared.pools.pool(for: eventLoop)
+            let pool = listener.pools.pool(for: eventLoop)
             loopPool = pool
             return pool
         }
@@ -34,7 +34,7 @@ struct LoopContext {
 
     var logBuffer: AccessLog.Buffer? {
         mutating get {
-            guard let accessLog = shared.accessLog else { return nil }
+            guard let accessLog = listener.accessLog else { return nil }
             if let loopLogBuffer { return loopLogBuffer }
             let buffer = accessLog.buffer(for: eventLoop)
             loopLogBuffer = buffer
@@ -46,7 +46,7 @@ struct LoopContext {
     var filters: LoopFilters? {
         mutating get {
             if let loopFilters { return loopFilters }
-            loopFilters = shared.filters?.host(for: eventLoop)
+            loopFilters = listener.filters?.host(for: eventLoop)
             return loopFilters
         }
     }
@@ -54,7 +54,7 @@ struct LoopContext {
     /// Where this loop's spans go (nil: spans are not exported).
     var spanSink: SpanSink? {
         mutating get {
-            guard let exporter = shared.spans else { return nil }
+            guard let exporter = listener.spans else { return nil }
             if let loopSpanBuffer { return SpanSink(exporter: exporter, buffer: loopSpanBuffer) }
             let buffer = exporter.buffer(for: eventLoop)
             loopSpanBuffer = buffer

@@ -37,10 +37,10 @@ enum RequestHooks {
         }
         guard !call.route.filters.isEmpty, call.filters == nil else { return modify(call, for: runner, token: token) }
         let route = call.route
-        guard let host = runner.front.context.filters else {
+        guard let host = runner.downstream.loopContext.filters else {
             return failed(FilterFailure(route.filters[0].name, "no filter host on this event loop"), call)
         }
-        let filters = FilterRun(filters: route.filters, taking: &call.request, info: runner.front, vms: host)
+        let filters = FilterRun(filters: route.filters, taking: &call.request, info: runner.downstream, vms: host)
         call.filters = filters
         guard let outcome = filters.request() else {
             filters.whenResumed = { outcome in
@@ -73,13 +73,13 @@ enum RequestHooks {
     }
 
     private static func modify(_ call: Call, for runner: CallRunner, token: Token) -> Outcome? {
-        let shared = runner.shared
-        guard !shared.modifiers.isEmpty else { return .proceed }
+        let listener = runner.listener
+        guard !listener.modifiers.isEmpty else { return .proceed }
         let client = runner.client
         let context = ModifierContext(route: call.route.config.name, upstream: call.route.upstream.name,
-                                      client: ClientInfo(address: client.peerAddress, scheme: shared.scheme, requestID: call.requestID,
-                                                         trustedPeer: shared.trustedProxies.contains(address: client.peerAddress)))
-        shared.modifiers.modify(call.request, context: context, streams: call.streams, on: client.eventLoop).assumeIsolated().whenSuccess { result in
+                                      client: ClientInfo(address: client.peerAddress, scheme: listener.scheme, requestID: call.requestID,
+                                                         trustedPeer: listener.trustedProxies.contains(address: client.peerAddress)))
+        listener.modifiers.modify(call.request, context: context, streams: call.streams, on: client.eventLoop).assumeIsolated().whenSuccess { result in
             switch result {
             case .success(let modified):
                 call.request = modified

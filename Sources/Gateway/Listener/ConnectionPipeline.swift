@@ -9,19 +9,19 @@ enum ConnectionPipeline {
     /// The child channel's initializer.
     static func start(_ channel: Channel, slot: ListenerSlot, protocols: [ListenerConfig.HTTPProtocol],
                       metrics: GatewayMetrics) -> EventLoopFuture<Void> {
-        let shared = slot.context
+        let listener = slot.listener
         metrics.connections.increment()
         channel.closeFuture.whenComplete { _ in metrics.connections.decrement() }
         // Until the protocol is known (preface read, TLS handshake and ALPN
         // done), nothing else times out a client that sends nothing.
-        let start = channel.eventLoop.scheduleTask(in: shared.config.limits.headerTimeout.timeAmount) {
+        let start = channel.eventLoop.scheduleTask(in: listener.config.limits.headerTimeout.timeAmount) {
             channel.close(promise: nil)
         }
         let configure: @Sendable (Channel, Bool) throws -> Void = { channel, http2 in
             start.cancel()
             try Self.configure(channel, http2: http2, slot: slot)
         }
-        if let tls = shared.tls {
+        if let tls = listener.tls {
             return channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                 try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in

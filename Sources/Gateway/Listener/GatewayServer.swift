@@ -209,7 +209,7 @@ public actor GatewayServer: Service {
             }
         }
         spanExporter = contexts.first?.spans
-        for (key, context) in kept { listeners[key]!.slot.context = context }
+        for (key, context) in kept { listeners[key]!.slot.listener = context }
         for (key, bound) in listeners where kept[key] == nil {
             bound.quiescing.initiateShutdown(promise: nil)
         }

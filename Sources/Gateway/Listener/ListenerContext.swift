@@ -69,7 +69,7 @@ final class ListenerSlot: Sendable {
 
     init(_ context: ListenerContext) { current = Mutex(context) }
 
-    var context: ListenerContext {
+    var listener: ListenerContext {
         get { current.withLock { $0 } }
         set { current.withLock { $0 = newValue } }
     }

@@ -12,7 +12,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
 
     private let slot: ListenerSlot
     private var context: ChannelHandlerContext?
-    private var proxy: CallRunner?
+    private var runner: CallRunner?
     private var decoder: HTTP1RequestDecoder
     private var received = ByteBuffer()
     /// A pass over the waiting bytes is under way (a response ending inside it starts none).
@@ -53,27 +53,27 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         allocator = channel.allocator
         // The fields' limit (checked exactly per request, 431) plus 8 KiB
         // for the request line, as nginx's default large header buffer.
-        decoder = HTTP1RequestDecoder(maxHeadBytes: slot.context.config.limits.maxHeaderBytes + 8192)
+        decoder = HTTP1RequestDecoder(maxHeadBytes: slot.listener.config.limits.maxHeaderBytes + 8192)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         writable = context.channel.isWritable
-        let proxy = CallRunner(slot: slot, client: self)
-        self.proxy = proxy
+        let runner = CallRunner(slot: slot, client: self)
+        self.runner = runner
         // Added once the protocol is known, the channel is usually active already.
-        if context.channel.isActive { proxy.front.started() }
+        if context.channel.isActive { runner.downstream.started() }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        proxy?.detach()
-        proxy = nil
+        runner?.detach()
+        runner = nil
         timer.cancel()
         self.context = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        proxy?.front.started()
+        runner?.downstream.started()
         context.fireChannelActive()
     }
 
@@ -89,14 +89,14 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         guard !parsing, state.readsRequests else { return }
         parsing = true
         defer { parsing = false }
-        while let proxy, state.acceptsRequestParts {
+        while let runner, state.acceptsRequestParts {
             let next: RequestPart?
             do {
                 next = try decoder.next(&received)
             } catch {
                 state.malformed()
                 received = ByteBuffer()
-                proxy.malformed(.malformed(error))
+                runner.malformed(.malformed(error))
                 return
             }
             // Moved, not copied: a head still shared here would make the
@@ -106,12 +106,12 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
             switch consume part {
             case .head(let head):
                 state.requestHead()
-                proxy.requestHead(consume head)
+                runner.requestHead(consume head)
             case .body(let buffer):
-                proxy.requestBody(buffer)
+                runner.requestBody(buffer)
             case .end:
                 if state.requestEnded() { updateReading() }
-                proxy.requestEnded()
+                runner.requestEnded()
             }
         }
         if received.readableBytes == 0 {
@@ -135,12 +135,12 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
 
     func handleScheduledCallback(eventLoop: some EventLoop) {
         timer.fired()
-        proxy?.deadlinePassed()
+        runner?.deadlinePassed()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         writable = context.channel.isWritable
-        if writable { tunnel?.clientWritable() ?? proxy?.clientBecameWritable() }
+        if writable { tunnel?.clientWritable() ?? runner?.clientBecameWritable() }
         context.fireChannelWritabilityChanged()
     }
 
@@ -151,7 +151,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
 
     func channelInactive(context: ChannelHandlerContext) {
         tunnel?.close()
-        proxy?.abandonCall()
+        runner?.abandonCall()
         context.fireChannelInactive()
     }
 
@@ -166,7 +166,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
         // A tunnel runs until it ends or the drain's deadline closes it.
         guard tunnel == nil else { return }
-        if proxy?.front.quiesce() == true { context.close(promise: nil) }
+        if runner?.downstream.quiesce() == true { context.close(promise: nil) }
     }
 
     /// Performs what the connection's state machine decided.
@@ -189,7 +189,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
             }
             let last = out ?? ByteBuffer()
             out = nil
-            let lingerTime = proxy?.front.lingerTime ?? .seconds(5)
+            let lingerTime = runner?.downstream.lingerTime ?? .seconds(5)
             // Closed once the last bytes are written, not before.
             context.writeAndFlush(NIOAny(last)).whenComplete { _ in
                 guard linger else { return channel.close(promise: nil) }

@@ -38,8 +38,8 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
 
     init(slot: ListenerSlot) {
         self.slot = slot
-        maxHeaderBytes = slot.context.config.limits.maxHeaderBytes
-        idleTimeout = slot.context.config.limits.idleTimeout.timeAmount
+        maxHeaderBytes = slot.listener.config.limits.maxHeaderBytes
+        idleTimeout = slot.listener.config.limits.idleTimeout.timeAmount
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -243,7 +243,7 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     /// connection's own checks: idle with no stream, or silent with streams open.
     func handleScheduledCallback(eventLoop: some EventLoop) {
         timer.fired()
-        for stream in streams.values { stream.proxy?.deadlinePassed() }
+        for stream in streams.values { stream.runner?.deadlinePassed() }
         let now = self.now
         if let pingSent {
             if now - pingSent >= Self.pingTimeout { return context?.close(promise: nil) ?? () }

@@ -14,7 +14,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// connection lets go of this stream, which breaks the cycle).
     private let connection: HTTP2ServerHandler
     /// The stream's call; dropped when the stream closes.
-    var proxy: CallRunner?
+    var runner: CallRunner?
     let eventLoop: EventLoop
     let allocator: ByteBufferAllocator
 
@@ -87,12 +87,12 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// The request's header block is complete: its call starts, or it is
     /// refused (431 past the size limit; a malformed block resets the stream only).
     func headersEnded(endStream: Bool) {
-        let proxy = CallRunner(slot: connection.slot, client: self)
+        let runner = CallRunner(slot: connection.slot, client: self)
         guard headerBytes <= connection.maxHeaderBytes else {
-            self.proxy = proxy
-            proxy.shared.metrics.streams.increment()
+            self.runner = runner
+            runner.listener.metrics.streams.increment()
             requestEnded = endStream
-            return proxy.front.refuse(request.summary, .headersTooLarge("the header block exceeds limits.max_header_bytes (\(connection.maxHeaderBytes))"))
+            return runner.downstream.refuse(request.summary, .headersTooLarge("the header block exceeds limits.max_header_bytes (\(connection.maxHeaderBytes))"))
         }
         // Taken out whole (an empty builder allocates nothing): the head takes its fields over.
         var block = HTTP2RequestHeadBuilder()
@@ -103,17 +103,17 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
             return connection.needsSend()
         }
         self.connectProtocol = connectProtocol
-        self.proxy = proxy
-        proxy.shared.metrics.streams.increment()
+        self.runner = runner
+        runner.listener.metrics.streams.increment()
         guard connectProtocol == nil else {
             // The HTTP request is the head alone; the stream's DATA belongs to the tunnel.
             requestFraming = .none
-            proxy.requestHead(consume head)
-            return proxy.requestEnded()
+            runner.requestHead(consume head)
+            return runner.requestEnded()
         }
         requestFraming = framing
         // Moved: the call edits its fields, which a copy here would share.
-        proxy.requestHead(consume head)
+        runner.requestHead(consume head)
         if endStream { endRequest() }
     }
 
@@ -126,11 +126,11 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
 
     func received(_ bytes: UnsafeRawBufferPointer) {
         // DATA no one reads (the request ended, or its call is gone) only reopens the window.
-        guard let proxy, connectProtocol != nil || !requestEnded else { return connection.consume(self, bytes.count) }
+        guard let runner, connectProtocol != nil || !requestEnded else { return connection.consume(self, bytes.count) }
         let consumed = stream.received(bytes.count)
         if consumed > 0 { connection.consume(self, consumed) }
         let buffer = allocator.buffer(bytes: bytes)
-        guard connectProtocol != nil else { return proxy.requestBody(buffer) }
+        guard connectProtocol != nil else { return runner.requestBody(buffer) }
         guard let tunnel else { return early.append(buffer) }
         tunnel.fromClient(buffer)
         tunnel.clientReadComplete()
@@ -140,7 +140,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         if connectProtocol != nil { return tunnel?.close() ?? close() }
         guard !requestEnded else { return }
         requestEnded = true
-        proxy?.requestEnded()
+        runner?.requestEnded()
     }
 
     func setReading(_ on: Bool) {
@@ -216,7 +216,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         flush()
         guard close, !requestEnded else { return }
         setReading(true)
-        let lingerTime = proxy?.front.lingerTime ?? .seconds(5)
+        let lingerTime = runner?.downstream.lingerTime ?? .seconds(5)
         eventLoop.assumeIsolated().scheduleTask(in: lingerTime) { [weak self] in self?.stopLingering() }
     }
 
@@ -234,7 +234,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     }
 
     func mayWriteAgain() {
-        if stream.open, isWritable { proxy?.clientBecameWritable() }
+        if stream.open, isWritable { runner?.clientBecameWritable() }
     }
 
     /// The stream is over (both sides ended, reset, or the connection went):
@@ -243,10 +243,10 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         tunnel?.close()
         tunnel = nil
         connection.consumeConnection(stream.closed())
-        let proxy = self.proxy
-        self.proxy = nil
-        proxy?.shared.metrics.streams.decrement()
-        proxy?.detach()
+        let runner = self.runner
+        self.runner = nil
+        runner?.listener.metrics.streams.decrement()
+        runner?.detach()
     }
 }
 
