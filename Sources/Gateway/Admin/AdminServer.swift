@@ -8,27 +8,27 @@ import Rewriter
 /// `/upstreams` (endpoints and their health), `/store` (the fleet store's
 /// state), `POST /reload` and `DELETE /cache`; with `admin.token`, the last six need it as a bearer token. Runs on its own event loop, so a busy data path cannot starve
 /// health checks.
-public final class AdminServer: Sendable {
+package final class AdminServer: Sendable {
     /// What the endpoints read; closures so the admin knows nothing of how
     /// metrics are kept or config reloaded.
-    public struct Endpoints: Sendable {
-        public var status: ServingStatus
-        public var metrics: @Sendable () -> [UInt8]
-        public var config: @Sendable () -> String
-        public var routes: @Sendable () -> String
+    package struct Endpoints: Sendable {
+        package var status: ServingStatus
+        package var metrics: @Sendable () -> [UInt8]
+        package var config: @Sendable () -> String
+        package var routes: @Sendable () -> String
         /// Each upstream's endpoints and their health, as JSON.
-        public var upstreams: @Sendable () -> String
+        package var upstreams: @Sendable () -> String
         /// The store's address and state (up, down and why), as JSON.
-        public var store: @Sendable () -> String
+        package var store: @Sendable () -> String
         /// The running config's OpenAPI document, as JSON.
-        public var openapi: @Sendable () -> [UInt8]
-        public var reload: @Sendable () async -> ReloadOutcome
+        package var openapi: @Sendable () -> [UInt8]
+        package var reload: @Sendable () async -> ReloadOutcome
         /// Purges stored answers (all, one route's, one URI's); returns how many keys went.
-        public var purgeCache: @Sendable (_ route: String?, _ uri: String?) -> Int
+        package var purgeCache: @Sendable (_ route: String?, _ uri: String?) -> Int
         /// The running config's `admin.token` (a reload may change it).
-        public var token: @Sendable () -> String?
+        package var token: @Sendable () -> String?
 
-        public init(status: ServingStatus, metrics: @escaping @Sendable () -> [UInt8], config: @escaping @Sendable () -> String,
+        package init(status: ServingStatus, metrics: @escaping @Sendable () -> [UInt8], config: @escaping @Sendable () -> String,
                     routes: @escaping @Sendable () -> String, upstreams: @escaping @Sendable () -> String,
                     store: @escaping @Sendable () -> String = { "null" },
                     openapi: @escaping @Sendable () -> [UInt8] = { Array("{}".utf8) },
@@ -51,9 +51,9 @@ public final class AdminServer: Sendable {
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private let endpoints: Endpoints
 
-    public init(endpoints: Endpoints) { self.endpoints = endpoints }
+    package init(endpoints: Endpoints) { self.endpoints = endpoints }
 
-    public func start(on address: SocketAddressSpec) async throws -> SocketAddress {
+    package func start(on address: SocketAddressSpec) async throws -> SocketAddress {
         let endpoints = endpoints
         do {
             let channel = try await ServerBootstrap(group: group)
@@ -71,11 +71,11 @@ public final class AdminServer: Sendable {
         }
     }
 
-    public func shutdown() async throws { try await group.shutdownGracefully() }
+    package func shutdown() async throws { try await group.shutdownGracefully() }
 }
 
 /// What a reload came to; the admin answers it, signals log it.
-public enum ReloadOutcome: Sendable, Equatable {
+package enum ReloadOutcome: Sendable, Equatable {
     case reloaded
     /// The new config was refused; the old one still serves.
     case failed([String])

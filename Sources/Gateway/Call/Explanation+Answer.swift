@@ -3,14 +3,14 @@ import NIOHTTP1
 import Rewriter
 
 extension Explanation {
-    public struct UnreadableAnswer: Error, CustomStringConvertible {
-        public let description: String
+    package struct UnreadableAnswer: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// What the client gets, as the daemon writes it, and what the route's cache would do with it (nil: it has none).
-    public struct AnswerExplained: Sendable {
-        public let written: [UInt8]
-        public let cache: String?
+    package struct AnswerExplained: Sendable {
+        package let written: [UInt8]
+        package let cache: String?
     }
 
     /// What the client gets when the upstream answers `raw` (its HTTP/1.1
@@ -19,7 +19,7 @@ extension Explanation {
     /// its problem, then the head as it goes to a client (`Date` added when
     /// missing, `requestID`, the route's `response_headers`). The validators
     /// and retries are not run: this is the answer they would let through.
-    public static func answer(_ raw: [UInt8], method: String, route: Int, config: GatewayConfig, requestID: String,
+    package static func answer(_ raw: [UInt8], method: String, route: Int, config: GatewayConfig, requestID: String,
                               clientMethod: String? = nil, requestHeaders: HeaderList = [:], requestHasBody: Bool = false)
         throws(UnreadableAnswer) -> AnswerExplained {
         let routeConfig = config.routes[route]

@@ -7,8 +7,8 @@ import Rewriter
 /// checks and normalisation before routing, the route, the translation, the
 /// forwarding fields — up to the bytes the upstream would receive, without
 /// sending them. As if the client connected to the first listener.
-public enum Explanation {
-    public enum Outcome: Sendable {
+package enum Explanation {
+    package enum Outcome: Sendable {
         /// What the upstream would receive, and how it was chosen; `notes`:
         /// what the route's filters did that cannot be shown offline.
         case forwarded(route: String, index: Int, upstream: String, upstreamDescription: String, request: [UInt8], notes: [String] = [])
@@ -18,7 +18,7 @@ public enum Explanation {
         case answered(Problem, headers: HeaderList = [:])
     }
 
-    public static func explain(method: String, target: String, headers: HeaderList, body: [UInt8], config: GatewayConfig,
+    package static func explain(method: String, target: String, headers: HeaderList, body: [UInt8], config: GatewayConfig,
                                client: ClientInfo) -> Outcome {
         let listener = config.listeners.first
         var head = RequestHead(method: HTTPMethod(rawValue: method), uri: target, version: .http1_1, headers: headers)

@@ -4,25 +4,25 @@ import Rewriter
 
 /// swift-log lines for machines: one JSON object, or one logfmt line, per
 /// entry on standard error — `ts`, `level`, `logger`, `msg`, then metadata.
-public struct StructuredLogHandler: LogHandler {
-    public enum Format: Sendable { case json, logfmt }
+package struct StructuredLogHandler: LogHandler {
+    package enum Format: Sendable { case json, logfmt }
 
-    public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level = .info
+    package var metadata: Logger.Metadata = [:]
+    package var logLevel: Logger.Level = .info
     private let label: String
     private let format: Format
 
-    public init(label: String, format: Format) {
+    package init(label: String, format: Format) {
         self.label = label
         self.format = format
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var fields: [(String, JSONValue)] = [
             ("ts", .string(Self.timestamp())), ("level", .string(event.level.rawValue)), ("logger", .string(label)),
             ("msg", .string("\(event.message)")),

@@ -1,7 +1,7 @@
 /// Each metric's `# HELP` line. swift-prometheus writes one only for a
 /// metric made through its registry with help text, which swift-metrics'
 /// factory API cannot pass: the lines go in when the text is served.
-public enum MetricHelp {
+package enum MetricHelp {
     static let texts: [String: String] = [
         "gatewayd_requests_total": "Calls answered, by route, method and status class.",
         "gatewayd_request_duration_seconds": "Time from a call's request head to the end of its answer, by route.",
@@ -31,7 +31,7 @@ public enum MetricHelp {
     ]
 
     /// `exposition` (Prometheus text) with a `# HELP` line before each known metric's `# TYPE` line.
-    public static func adding(to exposition: [UInt8]) -> [UInt8] {
+    package static func adding(to exposition: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(exposition.count + texts.count * 80)
         for line in exposition.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {

@@ -4,7 +4,7 @@ import Yams
 extension OpenAPIDocument {
     /// The document as YAML (Yams' emitter), keys in the JSON's order; a
     /// string that would read back as anything else is quoted.
-    public static func yaml(_ config: GatewayConfig, file: String) throws -> String {
+    package static func yaml(_ config: GatewayConfig, file: String) throws -> String {
         try Yams.serialize(node: node(make(config, file: file)), width: -1)
     }
 

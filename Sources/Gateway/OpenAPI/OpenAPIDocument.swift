@@ -6,9 +6,9 @@ import Rewriter
 /// defaults; constants left out), and every problem the gateway may answer
 /// with instead of the upstream. Built as a JSON value in a fixed order, so
 /// the same config gives the same bytes.
-public enum OpenAPIDocument {
+package enum OpenAPIDocument {
     /// `file`: the config's path (its name is the default title).
-    public static func make(_ config: GatewayConfig, file: String) -> JSONValue {
+    package static func make(_ config: GatewayConfig, file: String) -> JSONValue {
         var document = JSONObject()
         document.append("openapi", .string("3.1.0"))
         var info = JSONObject()
@@ -42,7 +42,7 @@ public enum OpenAPIDocument {
     /// print beside it: a route matched by host or header values (OpenAPI
     /// has no such condition), a prefix, a method it has no operation for,
     /// an operation an earlier route on the same path already holds.
-    public static func notes(_ config: GatewayConfig) -> [String] {
+    package static func notes(_ config: GatewayConfig) -> [String] {
         var notes: [String] = []
         var taken: Set<String> = []
         for (index, route) in config.routes.enumerated() {
@@ -67,7 +67,7 @@ public enum OpenAPIDocument {
     }
 
     /// The document as JSON, one line.
-    public static func json(_ config: GatewayConfig, file: String) -> [UInt8] {
+    package static func json(_ config: GatewayConfig, file: String) -> [UInt8] {
         JSONWriter.bytes(make(config, file: file)) + [UInt8(ascii: "\n")]
     }
 

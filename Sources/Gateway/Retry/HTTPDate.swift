@@ -3,14 +3,14 @@ import Foundation
 /// HTTP dates (RFC 9110 section 5.6.7), as `Retry-After` may carry them:
 /// IMF-fixdate, and the obsolete RFC 850 and asctime forms recipients must
 /// still accept.
-public enum HTTPDate {
+package enum HTTPDate {
     /// Seconds since 1970 now, by the wall clock.
-    public static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+    package static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
     /// Seconds since 1970, or nil when `text` is no HTTP date.
-    public static func parse(_ text: String) -> Int64? {
+    package static func parse(_ text: String) -> Int64? {
         let words = text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
         var day: Int?, month: Int?, year: Int?, time: [Int]?
         switch words.count {
@@ -32,7 +32,7 @@ public enum HTTPDate {
 
     /// Whether `text` is exactly one of the three forms for the instant it
     /// names (case aside): what a cache requires of `Expires` (RFC 9111 section 5.3).
-    public static func isWellFormed(_ text: String) -> Bool {
+    package static func isWellFormed(_ text: String) -> Bool {
         guard let at = parse(text) else { return false }
         let imf = format(at)
         let parts = imf.split(separator: " ").map(String.init)
@@ -59,7 +59,7 @@ public enum HTTPDate {
     private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// IMF-fixdate for `seconds` since 1970: `Sun, 06 Nov 1994 08:49:37 GMT`.
-    public static func format(_ seconds: Int64) -> String {
+    package static func format(_ seconds: Int64) -> String {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let time = Int(seconds - days * 86_400)
         let (year, month, day) = civil(days)

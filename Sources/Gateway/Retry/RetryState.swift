@@ -7,8 +7,8 @@ import Rewriter
 /// (ContinuousClock's) left its layout to the runtime, and every copy of a
 /// call's state went through value witnesses. The policy is the route's,
 /// immutable; this state is the call's own.
-public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where Instant.Duration == Duration {
-    public enum Action: Sendable, Equatable {
+package struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where Instant.Duration == Duration {
+    package enum Action: Sendable, Equatable {
         /// Hand this try's answer to the client.
         case accept
         /// The client gets a 502 problem naming `validator`.
@@ -22,23 +22,23 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
         case giveUp(reason: String)
     }
 
-    public let policy: RetryPolicy?
-    public let validators: [ValidatorSpec]
+    package let policy: RetryPolicy?
+    package let validators: [ValidatorSpec]
     /// The embedder's validators, after the configured ones.
-    public let custom: [any ResponseValidator]
+    package let custom: [any ResponseValidator]
     private let route: String
     /// The call's deadline, which its state machine owns and sets.
-    public var deadline: Instant?
+    package var deadline: Instant?
     /// The request's body is buffered, so it can be replayed byte for byte.
-    public let replayable: Bool
+    package let replayable: Bool
     private let methodAllowed: Bool
     /// What decided the last try's fate: a validator's label, a retry
     /// condition, or nil when nothing in the chain spoke.
-    public private(set) var decidedBy: String?
+    package private(set) var decidedBy: String?
     /// `decidedBy` is a `retry.on` condition, not a validator (the validator metric counts validators only).
-    public private(set) var decidedByCondition = false
+    package private(set) var decidedByCondition = false
 
-    public init(
+    package init(
         policy: RetryPolicy?, validators: [ValidatorSpec], custom: [any ResponseValidator] = [], route: String = "",
         method: String, replayable: Bool, deadline: Instant?
     ) {
@@ -54,7 +54,7 @@ public struct RetryState<Instant: InstantProtocol & Sendable>: Sendable where In
     /// Try number `tries` (counted by the call's state machine) ended with
     /// `outcome` at `now` (`unixTime`: the wall clock, read only for a
     /// `Retry-After` date, when not given): what happens next.
-    public mutating func tryFinished(
+    package mutating func tryFinished(
         _ outcome: TryOutcome, tries: Int, now: Instant, unixTime: Int64? = nil, random: inout some RandomNumberGenerator
     ) -> Action {
         decidedBy = nil

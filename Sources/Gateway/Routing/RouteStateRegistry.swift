@@ -6,7 +6,7 @@ import Synchronization
 /// a route's refresh (or budget) config and its token upstream unchanged
 /// hands the new route the same state, so it does not refresh again.
 /// Anything else gets fresh state; what no route names any more is dropped.
-public final class RouteStateRegistry: Sendable {
+package final class RouteStateRegistry: Sendable {
     private struct Entry {
         var refreshers: [CredentialRefresher] = []
         var budget: RetryBudget?
@@ -22,7 +22,7 @@ public final class RouteStateRegistry: Sendable {
     /// Every route's stored answers (made with the first config that caches, resized by later ones).
     private let responseCache = Mutex<ResponseCache?>(nil)
 
-    public init() {}
+    package init() {}
 
     /// The process's cache, bounded as `config` says now.
     func cache(_ config: CacheConfig, factory: any MetricsFactory) -> ResponseCache {

@@ -3,8 +3,8 @@ import Rewriter
 /// The compiled route table as an operator reads it (`gatewayd routes`,
 /// admin `GET /routes`): in matching order, what each route matches, where
 /// it goes, and what it rewrites, injects, retries and validates.
-public enum RouteTable {
-    public static func describe(_ config: GatewayConfig) -> String {
+package enum RouteTable {
+    package static func describe(_ config: GatewayConfig) -> String {
         var out = ""
         for (index, route) in config.routes.enumerated() {
             let upstream = config.upstreams.first { $0.name == route.upstream }

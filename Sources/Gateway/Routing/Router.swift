@@ -3,13 +3,13 @@ import Rewriter
 
 /// A route compiled for serving: its config and upstream resolved once, held
 /// by reference so a call never copies (and retains) the whole config.
-public final class Route: Sendable {
-    public let config: RouteConfig
-    public let upstream: UpstreamConfig
+package final class Route: Sendable {
+    package let config: RouteConfig
+    package let upstream: UpstreamConfig
     /// Its place in its router (what `ListenerContext.routeUpstreams` is indexed by).
     let index: Int
     /// The built-in echo answers: no upstream connection.
-    public let isEcho: Bool
+    package let isEcho: Bool
     /// Nothing reads the request body (no rewrite, no body validator, not echo):
     /// it streams upstream as it arrives, unless the method may be retried
     /// (`streamsBody(method:)`).
@@ -71,25 +71,25 @@ public final class Route: Sendable {
 
     /// A body streams upstream unless something reads it, or a retry may
     /// replay it (then it is buffered, up to `limits.max_body_bytes`).
-    public func streamsBody(method: String) -> Bool {
+    package func streamsBody(method: String) -> Bool {
         nothingReadsBody && !(config.retry?.methods.contains(method) ?? false)
     }
 }
 
 /// Picks the first route whose match holds. Built once per config.
-public struct Router: Sendable {
-    public struct Match: Sendable {
-        public var route: Route
-        public var index: Int
+package struct Router: Sendable {
+    package struct Match: Sendable {
+        package var route: Route
+        package var index: Int
         /// Pattern captures, percent-decoded once.
-        public var captures: [(name: String, value: String)]
+        package var captures: [(name: String, value: String)]
     }
 
-    public let routes: [Route]
+    package let routes: [Route]
 
     /// Every route's upstream must exist in `config` (the loader checks it).
     /// Routes take their runtime state from `state`, which outlives reloads.
-    public init(config: GatewayConfig, metrics: GatewayMetrics = GatewayMetrics(factory: NOOPMetricsHandler.instance),
+    package init(config: GatewayConfig, metrics: GatewayMetrics = GatewayMetrics(factory: NOOPMetricsHandler.instance),
                 state: RouteStateRegistry = RouteStateRegistry()) {
         let cache = config.routes.contains { $0.cache != nil } ? state.cache(config.cache, factory: metrics.factory) : nil
         routes = config.routes.enumerated().map { index, route in
@@ -100,7 +100,7 @@ public struct Router: Sendable {
     }
 
     /// `path` is the request path (no query).
-    public func match(method: String, path: String, host: String?, headers: HeaderList) -> Match? {
+    package func match(method: String, path: String, host: String?, headers: HeaderList) -> Match? {
         for (index, route) in routes.enumerated() {
             let m = route.config.match
             if let methods = m.methods, !methods.contains(method) { continue }
@@ -111,7 +111,7 @@ public struct Router: Sendable {
 
     /// When no route matched: the methods of the routes that match all but
     /// the method, for a 405's `Allow` (empty: a 404).
-    public func allowedMethods(path: String, host: String?, headers: HeaderList) -> [String] {
+    package func allowedMethods(path: String, host: String?, headers: HeaderList) -> [String] {
         var allowed: [String] = []
         for (index, route) in routes.enumerated() where match(route, index: index, path: path, host: host, headers: headers) != nil {
             for method in route.config.match.methods ?? [] where !allowed.contains(method) { allowed.append(method) }

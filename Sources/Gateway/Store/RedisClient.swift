@@ -14,8 +14,8 @@ import Synchronization
 /// known to be down. When the backoff ends the client tries again by itself
 /// (a PING), so the store is back up, and shown so, without waiting for a
 /// call. Each change between up and down is logged once.
-public final class RedisClient: Sendable {
-    public enum Health: Sendable, Equatable {
+package final class RedisClient: Sendable {
+    package enum Health: Sendable, Equatable {
         case unknown, up
         case down(String)
     }
@@ -49,7 +49,7 @@ public final class RedisClient: Sendable {
         case down(until: NIODeadline)
     }
 
-    public init(config: StoreConfig, loop: any EventLoop, logger: Logger, factory: any MetricsFactory) throws {
+    package init(config: StoreConfig, loop: any EventLoop, logger: Logger, factory: any MetricsFactory) throws {
         self.config = config
         self.loop = loop
         self.logger = logger
@@ -62,7 +62,7 @@ public final class RedisClient: Sendable {
     }
 
     /// Up, down (and why), or not tried yet: for the admin endpoint.
-    public var health: Health { state.withLock { $0.health } }
+    package var health: Health { state.withLock { $0.health } }
 
     /// False while the store is down and its backoff has not passed: callers decide locally meanwhile.
     var isAvailable: Bool { NIODeadline.now().uptimeNanoseconds >= downUntil.load(ordering: .relaxed) }
@@ -80,7 +80,7 @@ public final class RedisClient: Sendable {
     }
 
     /// Closes the connection (the server is stopping).
-    public func close() {
+    package func close() {
         loop.execute {
             let connection = self.state.withLock { state in
                 defer { (state.connection, state.closed) = (.down(until: .distantFuture), true) }
