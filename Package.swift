@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/swift-otel/swift-w3c-trace-context.git", from: "1.0.0"),
         // Proxy-Wasm filters run on WasmKit, a WebAssembly interpreter in Swift (fuel metering, memory limits).
         .package(url: "https://github.com/swiftwasm/WasmKit.git", from: "0.4.2"),
+        // `swift package generate-documentation --target Gateway`: the embedder's reference (scripts/docs).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // libnghttp2 (Debian's libnghttp2-dev): both HTTP/2 legs, and the tests' independent frame client.
