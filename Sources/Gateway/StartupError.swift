@@ -5,7 +5,9 @@ import NIOCore
 /// an address in use, a certificate that does not load, an upstream whose
 /// TLS cannot be set up. Thrown by the listeners and the upstream pools alike.
 public struct StartupError: Error, CustomStringConvertible {
+    /// What cannot be served, as an operator would say it.
     public let message: String
+    /// The message.
     public var description: String { message }
 
     /// A socket that cannot be bound, said as an operator would: what is wrong with the address.

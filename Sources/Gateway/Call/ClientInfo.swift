@@ -6,12 +6,14 @@ public struct ClientInfo: Sendable, Hashable {
     public var address: String
     /// `http` or `https`, as the client spoke to the gateway.
     public var scheme: String
+    /// The call's `X-Request-Id`: the client's when valid, else one made here.
     public var requestID: String
     /// The peer is a trusted proxy (`forwarded.trust`): what it says in
     /// X-Forwarded-* is kept. From any other peer those fields are the
     /// client's claim, and replaced.
     public var trustedPeer: Bool
 
+    /// A client at `address` that spoke `scheme`.
     public init(address: String, scheme: String, requestID: String, trustedPeer: Bool = false) {
         self.address = address
         self.scheme = scheme

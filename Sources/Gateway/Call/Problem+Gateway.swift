@@ -3,6 +3,7 @@ import Rewriter
 /// Every problem the gateway answers with itself, in one place: the
 /// `type` codes are a public contract (clients and dashboards match on them).
 extension Problem {
+    /// 404 `no-route`: no route matches the method and path.
     public static func noRoute(method: String, path: String) -> Problem {
         Problem(status: 404, code: "no-route", title: "No route matches", detail: "no route matches \(method) \(path)")
     }
@@ -129,6 +130,7 @@ extension Problem {
         return out
     }
 
+    /// The reason phrase HTTP/1.1 writes after `status`.
     public static func reason(_ status: Int) -> String {
         switch status {
         case 400: "Bad Request"

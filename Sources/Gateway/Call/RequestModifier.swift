@@ -8,13 +8,17 @@ import Rewriter
 /// that reach an upstream (not on the gateway's own answers). For a streamed
 /// pass-through request `body` is nil: its bytes are still on their way.
 public protocol RequestModifier: Sendable {
+    /// Changes `request` before it goes upstream: once per call, every try sends the result.
     func modify(_ request: inout UpstreamRequest, context: ModifierContext) async throws
 }
 
 /// What a modifier may want to know about the call.
 public struct ModifierContext: Sendable {
+    /// The route's `name`.
     public var route: String
+    /// The upstream's name.
     public var upstream: String
+    /// Who called.
     public var client: ClientInfo
 }
 

@@ -7,8 +7,10 @@ public struct AddressRange: Sendable, Hashable, CustomStringConvertible {
     /// The network's bytes (4 or 16) and how many leading bits must match.
     let bytes: [UInt8]
     let prefix: Int
+    /// The range as written.
     public let description: String
 
+    /// Parses a CIDR range or a bare address; nil when malformed.
     public init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let bytes = Self.bytes(of: String(parts[0])) else { return nil }
@@ -50,6 +52,7 @@ public struct AddressRange: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension [AddressRange] {
+    /// Whether any range holds `address`.
     public func contains(address: String) -> Bool { !isEmpty && contains { $0.contains(address) } }
 
     /// Who the client is, as nginx's `real_ip_recursive` reads it: the TCP

@@ -5,6 +5,7 @@ import Yams
 /// Reads and validates a YAML config; every problem is reported, with its
 /// file, line and key path, in one `ConfigError`.
 public enum ConfigLoader {
+    /// Reads the file at `file` (UTF-8 YAML), resolving `${VAR}` from `environment`.
     public static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> LoadedConfig {
         var isDirectory: ObjCBool = false
         let exists = FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory)
@@ -19,6 +20,7 @@ public enum ConfigLoader {
         return try load(yaml: text, file: file, environment: environment)
     }
 
+    /// Reads `yaml`, naming `file` in every issue, resolving `${VAR}` from `environment`.
     public static func load(yaml: String, file: String = "<config>", environment: [String: String] = [:]) throws(ConfigError) -> LoadedConfig {
         var root: Node?
         // A duplicate key is an error, but not the last word: its first occurrence is set aside (the later
@@ -94,7 +96,9 @@ public enum ConfigLoader {
 
 /// A config together with where it came from and the secrets it holds.
 public struct LoadedConfig: Sendable {
+    /// The configuration, validated.
     public var config: GatewayConfig
+    /// The file it was read from (`<config>` for a string).
     public var file: String
     /// The YAML as loaded (interpolations unresolved).
     public var source: String

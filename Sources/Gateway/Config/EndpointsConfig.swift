@@ -13,14 +13,23 @@ public enum Balance: String, Sendable, Hashable, CaseIterable {
 /// `healthyThreshold` passed ones. A check passes when the status is in
 /// `expect` and no validator of `validate` says fail or retry.
 public struct HealthCheckConfig: Sendable, Hashable {
+    /// `path`: what each check requests (with the endpoint's base path and query).
     public var path = "/"
+    /// `method`: the check's method.
     public var method = "GET"
+    /// `interval`: how often every endpoint is checked.
     public var interval = Duration.seconds(5)
+    /// `timeout`: a check unanswered this long fails.
     public var timeout = Duration.seconds(1)
+    /// `healthy_threshold`: passed checks in a row that bring a down endpoint back.
     public var healthyThreshold = 2
+    /// `unhealthy_threshold`: failed checks in a row that take an endpoint down.
     public var unhealthyThreshold = 3
+    /// `expect`: the statuses that pass (`200-299` by default).
     public var expect: [ClosedRange<Int>] = [200...299]
+    /// `validate`: validators over the check's answer; `fail` or `retry` fails the check.
     public var validate: [ValidatorSpec] = []
+    /// A check of `GET /` every 5 s with the defaults above.
     public init() {}
 }
 
@@ -50,10 +59,16 @@ public struct OutlierConfig: Sendable, Hashable {
         }
     }
 
+    /// `consecutive_failures`: failed tries in a row that eject an endpoint.
     public var consecutiveFailures = 5
+    /// `interval`: how often an ejection's count is lowered while the endpoint stays in.
     public var interval = Duration.seconds(10)
+    /// `base_ejection_time`: the first ejection's length; each next is longer by as much.
     public var baseEjectionTime = Duration.seconds(30)
+    /// `max_ejection_percent`: at most this share of the endpoints is ejected at once.
     public var maxEjectionPercent = 50
+    /// `on`: the failures that count (all five by default).
     public var on: Set<Failure> = Set(Failure.allCases)
+    /// Outlier detection with the defaults above.
     public init() {}
 }

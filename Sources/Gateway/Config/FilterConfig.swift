@@ -3,12 +3,14 @@
 /// A Proxy-Wasm filter the config names (`filters.NAME`): its module,
 /// loaded and checked once, and what each of its VMs is given.
 public struct FilterConfig: Sendable {
+    /// The key under `filters`, which a route's `filters` names.
     public var name: String
     /// The module's file, as the config names it (resolved against the config's folder).
     public var wasm: String
     /// The plugin configuration the filter reads (`PLUGIN_CONFIGURATION`):
     /// the config's string as it is, or its YAML as JSON.
     public var configuration: [UInt8]
+    /// `root_id`: the root context the filter's VMs are created with.
     public var rootID: String
     /// A failed filter lets its call through unfiltered instead of failing it with a 500.
     public var failOpen: Bool
@@ -23,6 +25,7 @@ public struct FilterConfig: Sendable {
     /// What runs the module.
     public var engine: Engine = .interpreter
 
+    /// `engine`: what runs the module.
     public enum Engine: Sendable, Equatable {
         /// WasmKit's interpreter: fuel-metered.
         case interpreter
@@ -34,6 +37,7 @@ public struct FilterConfig: Sendable {
     /// (~250 M fuel a second, release build): what a spinning filter may take
     /// from the other calls on its loop (docs/filters.md).
     public static let defaultFuel: UInt64 = 2_500_000
+    /// 64 MiB: the linear memory a VM may grow to by default.
     public static let defaultMaxMemory = 64 << 20
 }
 

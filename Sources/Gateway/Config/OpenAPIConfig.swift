@@ -4,6 +4,7 @@ public struct OpenAPIConfig: Sendable, Hashable {
     public var title: String?
     /// nil: gatewayd's version.
     public var version: String?
+    /// The document's `info.description` (nil: none).
     public var description: String?
     /// The base URLs clients use; none: each listener's own.
     public var servers: [String] = []
@@ -12,5 +13,6 @@ public struct OpenAPIConfig: Sendable, Hashable {
     /// The config file's name, the default title (set by `ConfigLoader`, not a key).
     public internal(set) var file = "gatewayd.yaml"
 
+    /// The defaults above.
     public init() {}
 }

@@ -2,6 +2,7 @@
 /// loops. A key may make `requests` calls per `per`, refilled continuously,
 /// and save up to `burst` more while quiet.
 public struct RateLimitConfig: Sendable, Hashable {
+    /// `key`: what tells callers apart, each with a bucket of its own.
     public enum Key: Sendable, Hashable {
         /// The client's address (the TCP peer).
         case clientIP
@@ -17,9 +18,13 @@ public struct RateLimitConfig: Sendable, Hashable {
         case deny
     }
 
+    /// `requests`: calls allowed per `per`.
     public var requests: Int
+    /// `per`: the span `requests` is counted over.
     public var per: Duration
+    /// `burst`: calls a quiet key may save up beyond `requests`.
     public var burst = 0
+    /// `key`: `client_ip` or `header:NAME`.
     public var key = Key.clientIP
     /// Keys tracked at once (memory bound); past it, idle keys are dropped first.
     public var maxKeys = 100_000
@@ -28,8 +33,10 @@ public struct RateLimitConfig: Sendable, Hashable {
     /// `lease`: calls a process takes from the fleet's bucket at a time;
     /// nil for a tenth of the bucket.
     public var lease: Int?
+    /// `on_store_failure`: `local` or `deny`.
     public var onStoreFailure = OnStoreFailure.local
 
+    /// `requests` per `per`, per client address, no burst.
     public init(requests: Int, per: Duration) {
         self.requests = requests
         self.per = per

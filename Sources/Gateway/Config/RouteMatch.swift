@@ -3,19 +3,28 @@ import Rewriter
 /// When a route applies: methods, path (exact, prefix or pattern with
 /// `{captures}`), host and header values. Everything left out matches.
 public struct RouteMatch: Sendable, Hashable {
+    /// `match`'s path: `exact`, `prefix`, or `path` with `{captures}`.
     public enum Path: Sendable, Hashable {
+        /// Any path.
         case any
+        /// This path and no other.
         case exact(String)
+        /// Paths that start with this.
         case prefix(String)
+        /// Paths of this shape, each `{name}` one segment.
         case pattern(PathPattern)
     }
 
+    /// `methods`: the methods the route serves (nil: all).
     public var methods: [String]?
+    /// How the path must look.
     public var path: Path
     /// Exact host (case-insensitive, port ignored) or `*.suffix`.
     public var host: String?
+    /// `headers`: fields a request must carry with these values.
     public var headers: [HeaderList.Field]
 
+    /// A match of everything unless narrowed.
     public init(methods: [String]? = nil, path: Path = .any, host: String? = nil, headers: [HeaderList.Field] = []) {
         self.methods = methods
         self.path = path
@@ -26,11 +35,16 @@ public struct RouteMatch: Sendable, Hashable {
 
 /// `/users/{id}/posts/{post}`: each `{name}` captures one whole path segment.
 public struct PathPattern: Sendable, Hashable {
+    /// One `/`-separated piece of the pattern.
     public enum Segment: Sendable, Hashable {
+        /// A segment that must be this text.
         case literal(String)
+        /// `{name}`: any one segment, captured as `name`.
         case capture(String)
     }
+    /// The pattern as written.
     public let source: String
+    /// Its segments, in order.
     public let segments: [Segment]
 
     /// nil when a segment mixes text and a capture or a capture name is invalid.
@@ -51,8 +65,10 @@ public struct PathPattern: Sendable, Hashable {
         self.segments = segments
     }
 
+    /// Whether any segment captures.
     public var hasCaptures: Bool { !captureNames.isEmpty }
 
+    /// The capture names, in order.
     public var captureNames: [String] { segments.compactMap { if case .capture(let name) = $0 { name } else { nil } } }
 }
 

@@ -1,13 +1,18 @@
 /// `store`: where state shared by a fleet of gatewayd processes lives.
 /// Today one backend, Redis (or anything speaking its protocol, Valkey).
 public struct StoreConfig: Sendable, Hashable {
+    /// The server's host name or IP literal.
     public var host: String
+    /// The server's port (6379 unless the URL names one).
     public var port: Int
+    /// The database number the URL names (`/2`).
     public var database = 0
+    /// The URL's password (`AUTH`), nil for none.
     public var password: String?
     /// `rediss://`: TLS to the server, verified against the system's roots
     /// and `ca_file`'s.
     public var tls = false
+    /// `ca_file`: PEM roots trusted besides the system's, for `rediss://`.
     public var caFile: String?
     /// How long a command may take, connecting included, before the store
     /// counts as down and each user falls back to its local behaviour.
@@ -15,6 +20,7 @@ public struct StoreConfig: Sendable, Hashable {
     /// Put before every key gatewayd writes, so fleets can share a server.
     public var keyPrefix = "gatewayd:"
 
+    /// A store at `host`:`port`, database 0, no password, no TLS.
     public init(host: String, port: Int) {
         self.host = host
         self.port = port

@@ -1,8 +1,11 @@
 /// An upstream's base URL: `http(s)://host[:port][/base/path][?query]`.
 /// A class: every call reads it, and a struct's copy retained each string.
 public final class UpstreamURL: Sendable, Hashable, CustomStringConvertible {
+    /// `http` or `https`, lower case.
     public let scheme: String
+    /// A name or an IP literal, without brackets.
     public let host: String
+    /// The URL's port, else 80 or 443.
     public let port: Int
     /// The base path without a trailing `/` ("" for none).
     public let basePath: String
@@ -11,11 +14,16 @@ public final class UpstreamURL: Sendable, Hashable, CustomStringConvertible {
     /// What `Host` becomes upstream: made once, read on every call.
     public let authority: String
 
+    /// Whether calls go over TLS.
     public var isTLS: Bool { scheme == "https" }
+    /// Equal when written alike.
     public static func == (a: UpstreamURL, b: UpstreamURL) -> Bool { a.description == b.description }
+    /// Hashes the written form.
     public func hash(into hasher: inout Hasher) { hasher.combine(description) }
+    /// The URL as the config means it.
     public var description: String { "\(scheme)://\(authority)\(basePath)" + (query.map { "?\($0)" } ?? "") }
 
+    /// Parses an `http(s)://` URL; nil for another scheme, user info or a bad authority.
     public init?(_ text: String) {
         guard let schemeEnd = text.range(of: "://") else { return nil }
         scheme = text[..<schemeEnd.lowerBound].lowercased()

@@ -27,6 +27,7 @@ public actor GatewayServer: Service {
     private let logger: Logger
     /// One per process: its per-loop buffers and its file outlive reloads.
     private nonisolated let accessLog: AccessLog
+    /// What the gateway counts, labelled by route, upstream and status (the admin listener's `/metrics`).
     public nonisolated let metrics: GatewayMetrics
     /// Listening and not draining: what `/readyz` says.
     public nonisolated let status = ServingStatus()

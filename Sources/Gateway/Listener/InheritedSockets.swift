@@ -9,6 +9,7 @@ import Glibc
 public struct InheritedSockets: Sendable {
     private var byAddress: [SocketAddressSpec: CInt] = [:]
 
+    /// No inherited sockets: every listener binds its own.
     public init() {}
 
     /// The descriptors systemd passed to this process, if any.

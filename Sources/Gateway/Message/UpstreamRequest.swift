@@ -17,14 +17,18 @@ public enum RequestFraming: Sendable, Hashable {
 /// The request that goes upstream, fully built: target joined with the
 /// upstream's base URL, headers layered in docs/translation.md's precedence order.
 public struct UpstreamRequest: Sendable, Hashable {
+    /// The method, as sent.
     public var method: String
+    /// The path and query, joined with the upstream's base path and query.
     public var target: String
     /// Never `Content-Length` or `Transfer-Encoding`: `framing` says those.
     public var headers: HeaderList
     /// nil: no body (or, for a pass-through route, the client's body streams).
     public var body: [UInt8]?
+    /// How the body is delimited on the wire.
     public var framing: RequestFraming
 
+    /// A request; `framing` defaults to the body's length (none without one).
     public init(method: String, target: String, headers: HeaderList, body: [UInt8]?, framing: RequestFraming? = nil) {
         self.method = method
         self.target = target

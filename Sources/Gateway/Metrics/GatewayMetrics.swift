@@ -13,6 +13,7 @@ public final class GatewayMetrics: Sendable {
     /// Calls no route matched.
     let unrouted: RouteMetrics
 
+    /// The gateway's meters, counters and histograms, made by `factory` (Prometheus in `gatewayd`).
     public init(factory: any MetricsFactory) {
         self.factory = factory
         connections = Meter(label: "gatewayd_active_connections", factory: factory)
