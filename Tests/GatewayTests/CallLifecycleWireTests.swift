@@ -3,52 +3,11 @@ import NIOConcurrencyHelpers
 import Testing
 @testable import Gateway
 
-/// The call's lifecycle on real sockets: a timer or completion of one call
-/// never acts on another, nothing is sent twice unasked, and a client that
-/// resets streams as fast as it can neither crashes the daemon nor goes unlogged.
+/// The call's lifecycle on real sockets: nothing is sent twice unasked, and
+/// a client that resets streams as fast as it can neither crashes the daemon
+/// nor goes unlogged. (That a timer of one call never acts on another is
+/// CallRunnerEmbeddedTests', where time passes by hand.)
 @Suite(.ownThreads) struct CallLifecycleWireTests {
-    /// Answers `/…/slow` after 800 ms and `/…/next` after 500 ms.
-    static func slowUpstream() -> RecordingUpstream {
-        RecordingUpstream { request in
-            let delay: Int64 = request.uri.hasSuffix("/slow") ? 800 : 500
-            return .respond(status: 200, headers: [], body: Array("done \(request.uri)".utf8), delay: .milliseconds(delay))
-        }
-    }
-
-    static let perTryRoutes = """
-          - {name: once, match: {prefix: /once/}, upstream: app, retry: {attempts: 1, per_try_timeout: 1s}}
-          - {name: twice, match: {prefix: /twice/}, upstream: app, retry: {attempts: 2, per_try_timeout: 1s}}
-        """
-
-    @Test func twoSlowCallsInARowOnOneConnectionAreEachAnsweredOnce() async throws {
-        let upstream = Self.slowUpstream()
-        let port = try await upstream.start()
-        let gateway = try await GatewayHarness.start("""
-            listeners: [{address: 127.0.0.1:0}]
-            upstreams: {app: {url: "http://127.0.0.1:\(port)"}}
-            routes:
-            \(Self.perTryRoutes)
-            """)
-
-        for route in ["once", "twice"] {
-            // HTTP/1.1: curl keeps one connection for both URLs.
-            let http1 = try curl(["-s", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\n",
-                                  "\(gateway.base)/\(route)/h1/slow", "\(gateway.base)/\(route)/h1/next"]).text
-            #expect(http1 == "200 1\n200 0\n", "\(route): \(http1)")
-            // h2c: h2load sends the two URLs one after another on one connection.
-            let h2 = try runPeer("/usr/bin/h2load", ["-n2", "-c1", "-m1", "\(gateway.base)/\(route)/h2/slow", "\(gateway.base)/\(route)/h2/next"]).text
-            #expect(h2.contains("2 succeeded") && h2.contains("2 2xx"), "\(route): \(h2)")
-        }
-        let uris = upstream.requests.map(\.uri)
-        for route in ["once", "twice"] {
-            for proto in ["h1", "h2"] {
-                for call in ["slow", "next"] {
-                    #expect(uris.filter { $0 == "/\(route)/\(proto)/\(call)" }.count == 1, "\(route)/\(proto)/\(call): \(uris)")
-                }
-            }
-        }
-    }
-
     @Test func aRequestResetAfterTheUpstreamReadItIsNotSentAgain() async throws {
         let upstream = RawUpstream { line in
             if line.contains("/warm") { return .init("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nwarm") }

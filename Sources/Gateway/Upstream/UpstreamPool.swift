@@ -14,6 +14,7 @@ final class UpstreamPool: @unchecked Sendable {
     let eventLoop: EventLoop
     private let upstreams: [String: UpstreamConfig]
     private let tlsContexts: [String: NIOSSLContext]
+    private let connector: UpstreamConnector
     /// Per endpoint (by identity: hashing an upstream's name costs ~300
     /// instructions a lookup), made at start: a call only looks one up, and
     /// a connection keeps its own.
@@ -31,8 +32,10 @@ final class UpstreamPool: @unchecked Sendable {
     }
 
     /// Each loop's share of an upstream's `max_connections` is split over its endpoints.
-    init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext], states: [String: UpstreamState]) {
+    init(eventLoop: EventLoop, upstreams: [UpstreamConfig], loops: Int, tlsContexts: [String: NIOSSLContext], states: [String: UpstreamState],
+         connector: UpstreamConnector) {
         self.tlsContexts = tlsContexts
+        self.connector = connector
         self.eventLoop = eventLoop
         self.states = states
         self.upstreams = Dictionary(uniqueKeysWithValues: upstreams.map { ($0.name, $0) })
@@ -144,7 +147,7 @@ final class UpstreamPool: @unchecked Sendable {
         }
     }
 
-    /// A TCP connection on this loop with the upstream's connect timeout, TLS
+    /// A connection (TCP unless the pools were given another connector) on this loop with the upstream's connect timeout, TLS
     /// (when https, verifying `tls.server_name` or the host) and `protocolHandlers`.
     private func connectChannel(
         _ upstream: UpstreamConfig, url: UpstreamURL,
@@ -152,17 +155,13 @@ final class UpstreamPool: @unchecked Sendable {
     ) -> EventLoopFuture<Channel> {
         let tls = tlsContexts[upstream.name]
         let serverName = upstream.tls.serverName ?? (url.host.isIPAddress ? nil : url.host)
-        return ClientBootstrap(group: eventLoop)
-            .connectTimeout(upstream.connectTimeout.timeAmount)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let pipeline = channel.pipeline.syncOperations
-                    if let tls { try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName)) }
-                    try protocolHandlers(pipeline)
-                }
+        return connector.connect(url, eventLoop, upstream.connectTimeout.timeAmount) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let pipeline = channel.pipeline.syncOperations
+                if let tls { try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName)) }
+                try protocolHandlers(pipeline)
             }
-            .connect(host: url.host, port: url.port)
+        }
             .flatMapErrorThrowing { error in throw UpstreamError.connectFailure("\(url.authority): \(UpstreamError.connectReason(error))") }
     }
 
@@ -248,7 +247,7 @@ final class UpstreamPools: @unchecked Sendable {
 
     /// `states`: each upstream's endpoint health (from the server's registry,
     /// so it outlives reloads; fresh when not given).
-    init(group: any EventLoopGroup, upstreams: [UpstreamConfig], states: [String: UpstreamState]? = nil) throws {
+    init(group: any EventLoopGroup, upstreams: [UpstreamConfig], states: [String: UpstreamState]? = nil, connector: UpstreamConnector = .tcp) throws {
         let states = states ?? UpstreamStateRegistry().states(for: upstreams, logger: Logger(label: "gatewayd"),
                                                                factory: NOOPMetricsHandler.instance)
         var contexts: [String: NIOSSLContext] = [:]
@@ -265,7 +264,8 @@ final class UpstreamPools: @unchecked Sendable {
         let loops = Array(group.makeIterator())
         var pools: [ObjectIdentifier: UpstreamPool] = [:]
         for loop in loops {
-            pools[ObjectIdentifier(loop)] = UpstreamPool(eventLoop: loop, upstreams: upstreams, loops: loops.count, tlsContexts: contexts, states: states)
+            pools[ObjectIdentifier(loop)] = UpstreamPool(eventLoop: loop, upstreams: upstreams, loops: loops.count, tlsContexts: contexts, states: states,
+                                                        connector: connector)
         }
         self.pools = pools
         self.states = states
