@@ -11,6 +11,8 @@ let package = Package(
     products: [
         .library(name: "Rewriter", targets: ["Rewriter"]),
         .library(name: "Gateway", targets: ["Gateway"]),
+        // An embedder's tests: the gateway against Swift closures as upstreams, without sockets.
+        .library(name: "GatewayTesting", targets: ["GatewayTesting"]),
         .executable(name: "gatewayd", targets: ["gatewayd"]),
     ],
     dependencies: [
@@ -64,6 +66,16 @@ let package = Package(
                 .product(name: "WasmKit", package: "WasmKit"),
             ]
         ),
+        .target(
+            name: "GatewayTesting",
+            dependencies: [
+                "Gateway",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "gatewayd",
             dependencies: [
@@ -92,6 +104,7 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "Gateway",
+                "GatewayTesting",
                 "Rewriter",
                 "CNGHTTP2",
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),

@@ -1,7 +1,8 @@
 // swift-tools-version:6.0
 // A program that embeds gatewayd as a library, depending on it by version:
 // a request modifier and a response validator in Swift, on top of the
-// config. GATEWAYD_PACKAGE_URL names where the package comes from (a git
+// config, and their tests on GatewayTesting (no socket, the upstream a
+// closure). GATEWAYD_PACKAGE_URL names where the package comes from (a git
 // URL of gatewayd, or file:// of a clone with its version tags).
 import PackageDescription
 
@@ -12,6 +13,8 @@ let package = Package(
     platforms: [.macOS(.v14)],
     dependencies: [.package(url: gatewayd, from: "0.1.0")],
     targets: [
-        .executableTarget(name: "EmbeddedGateway", dependencies: [.product(name: "Gateway", package: "gatewayd")])
+        .target(name: "Hooks", dependencies: [.product(name: "Gateway", package: "gatewayd")]),
+        .executableTarget(name: "EmbeddedGateway", dependencies: ["Hooks", .product(name: "Gateway", package: "gatewayd")]),
+        .testTarget(name: "HooksTests", dependencies: ["Hooks", .product(name: "GatewayTesting", package: "gatewayd")]),
     ]
 )

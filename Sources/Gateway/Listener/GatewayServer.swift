@@ -48,6 +48,10 @@ public actor GatewayServer: Service {
     /// Sockets from systemd socket activation, not yet used by a listener.
     private var inherited: InheritedSockets
     private var listeners: [ListenerKey: BoundListener] = [:]
+    /// How upstream pools reach endpoints: TCP, or in process (`GatewayTesting`).
+    private let connector: UpstreamConnector
+    /// Served without sockets (`serveInProcess`): each listener's slot, by position.
+    private var inProcess: [ListenerSlot]?
     /// `shutdown` ran: a second call (an embedder's, after ServiceLifecycle's) does nothing.
     private var shutDown = false
 
@@ -105,11 +109,19 @@ public actor GatewayServer: Service {
                   inheritedSockets: inheritedSockets)
     }
 
+    /// On `group`, upstreams reached through `connector` (GatewayTesting's in-process ones).
+    package init(config: GatewayConfig, group: any EventLoopGroup, modifiers: [any RequestModifier], validators: [any ResponseValidator],
+                 logger: Logger, accessLines: (@Sendable ([UInt8]) -> Void)?, connector: UpstreamConnector) {
+        self.init(config: config, group: group, ownsGroup: false, modifiers: modifiers, validators: validators, logger: logger,
+                  accessLines: accessLines, metrics: nil, inheritedSockets: InheritedSockets(), connector: connector)
+    }
+
     private init(
         config: GatewayConfig, group: any EventLoopGroup, ownsGroup: Bool, modifiers: [any RequestModifier],
         validators: [any ResponseValidator], logger: Logger, accessLines: (@Sendable ([UInt8]) -> Void)?,
-        metrics: (any MetricsFactory)?, inheritedSockets: InheritedSockets
+        metrics: (any MetricsFactory)?, inheritedSockets: InheritedSockets, connector: UpstreamConnector = .tcp
     ) {
+        self.connector = connector
         self.group = group
         self.ownsGroup = ownsGroup
         inherited = inheritedSockets
@@ -143,6 +155,23 @@ public actor GatewayServer: Service {
     /// Binds all listeners; returns their bound addresses (port 0 resolved),
     /// in the config's order.
     public func start() async throws -> [SocketAddress] {
+        try await start(binding: true)
+    }
+
+    /// Everything `start` does but bind: connections come through `accept`.
+    package func serveInProcess() async throws {
+        _ = try await start(binding: false)
+    }
+
+    /// A connection made in process (a pipe, not a socket) served as if
+    /// `listeners[listener]` had accepted it.
+    package func accept(_ channel: any Channel, listener: Int = 0) async throws {
+        guard let slot = inProcess?[listener] else { throw StartupError(message: "not serving in process") }
+        let (protocols, metrics) = (config.listeners[listener].protocols, metrics)
+        try await channel.eventLoop.flatSubmit { ConnectionPipeline.start(channel, slot: slot, protocols: protocols, metrics: metrics) }.get()
+    }
+
+    private func start(binding: Bool) async throws -> [SocketAddress] {
         try accessLog.sink.open()
         let (contexts, store) = try makeContexts(config)
         routeState.commit(store)
@@ -150,6 +179,11 @@ public actor GatewayServer: Service {
         pools = contexts.first?.pools
         checkHealth(pools)
         servesEcho.withLock { $0 = config.routes.contains { $0.upstream == UpstreamConfig.echoName } }
+        guard binding else {
+            inProcess = contexts.map(ListenerSlot.init)
+            status.set(ready: true)
+            return []
+        }
         var addresses: [SocketAddress] = []
         // Every listener is tried: an operator learns of each address that cannot be used, not the first.
         var failures: [String] = []
@@ -182,7 +216,7 @@ public actor GatewayServer: Service {
         var kept: [ListenerKey: ListenerContext] = [:]
         var added: [ListenerKey: BoundListener] = [:]
         do {
-            for (position, (listener, context)) in zip(newConfig.listeners, contexts).enumerated() {
+            for (position, (listener, context)) in zip(newConfig.listeners, contexts).enumerated() where inProcess == nil {
                 let key = ListenerKey(listener, position: position)
                 if listeners[key] != nil {
                     kept[key] = context
@@ -211,6 +245,7 @@ public actor GatewayServer: Service {
         }
         spanExporter = contexts.first?.spans
         for (key, context) in kept { listeners[key]!.slot.listener = context }
+        if inProcess != nil { inProcess = contexts.map(ListenerSlot.init) }
         for (key, bound) in listeners where kept[key] == nil {
             bound.quiescing.initiateShutdown(promise: nil)
         }
@@ -320,7 +355,8 @@ public actor GatewayServer: Service {
             }
             let router = Router(config: config, metrics: metrics, state: routeState)
             let pools = try UpstreamPools(group: group, upstreams: config.upstreams,
-                                          states: upstreamStates.states(for: config.upstreams, logger: logger, factory: metrics.factory))
+                                          states: upstreamStates.states(for: config.upstreams, logger: logger, factory: metrics.factory),
+                                          connector: connector)
             let accessLog = config.logging.accessLog ? accessLog : nil
             let filters = config.filters.isEmpty ? nil
                 : FilterHosts(config: config, pools: pools, loops: Array(group.makeIterator()), logger: logger, shared: filterState)
