@@ -33,7 +33,7 @@ public actor GatewayServer: Service {
     public nonisolated let status = ServingStatus()
     private var pools: UpstreamPools?
     /// Credentials and budget windows, by route name, across reloads.
-    private let routeState = RouteStateRegistry()
+    let routeState = RouteStateRegistry()
     /// Endpoint health and ejections, by upstream and endpoint, across reloads.
     private let upstreamStates = UpstreamStateRegistry()
     /// The filters' shared data, queues and metrics, across reloads.
@@ -42,9 +42,9 @@ public actor GatewayServer: Service {
     /// Where spans go while `tracing.export` is on (kept across reloads that leave it as it is).
     private var spanExporter: SpanExporter?
     /// The upstreams now served, for `upstreamsJSON` (read off the actor).
-    private nonisolated let servedStates = Mutex<[UpstreamState]>([])
+    nonisolated let servedStates = Mutex<[UpstreamState]>([])
     /// A route of the served config goes to the built-in echo (listed by `GET /upstreams` too).
-    private nonisolated let servesEcho = Mutex(false)
+    nonisolated let servesEcho = Mutex(false)
     /// Sockets from systemd socket activation, not yet used by a listener.
     private var inherited: InheritedSockets
     private var listeners: [ListenerKey: BoundListener] = [:]
@@ -297,38 +297,6 @@ public actor GatewayServer: Service {
         healthChecker = pools.map { HealthChecker(loop: group.next(), pools: $0, spans: spanExporter) }
         healthChecker?.start()
         servedStates.withLock { $0 = pools?.states.values.sorted { $0.name < $1.name } ?? [] }
-    }
-
-    /// `DELETE /cache`: every stored answer, one route's (`route`), or one
-    /// URI's (`uri`, path and query as the client sent them, on every route);
-    /// returns how many keys went.
-    public nonisolated func purgeCache(route: String?, uri: String?) -> Int {
-        routeState.currentCache?.purge { key in
-            (route == nil || key.route == route) && (uri == nil || key.target == uri || key.target == uri?.prefix { $0 != "?" }.description)
-        } ?? 0
-    }
-
-    /// What `GET /store` shows: null without a store, else its address and
-    /// state (`unknown` until first used, `up`, or `down` with the reason).
-    public nonisolated func storeJSON() -> String {
-        guard let store = routeState.currentStore else { return "null" }
-        var object = JSONObject(["backend": .string("redis"), "address": .string("\(store.config.host):\(store.config.port)")])
-        switch store.health {
-        case .unknown: object.append("state", .string("unknown"))
-        case .up: object.append("state", .string("up"))
-        case .down(let reason):
-            object.append("state", .string("down"))
-            object.append("reason", .string(reason))
-        }
-        return JSONWriter.string(.object(object))
-    }
-
-    /// What `GET /upstreams` shows: each upstream's endpoints, health,
-    /// ejections, calls in flight and waiting, as JSON.
-    public nonisolated func upstreamsJSON() -> String {
-        let echo: [JSONValue] = servesEcho.withLock { $0 }
-            ? [.object(JSONObject(["name": .string(UpstreamConfig.echoName), "built_in": .bool(true), "endpoints": .array([])]))] : []
-        return JSONWriter.string(.array(servedStates.withLock { $0 }.map { $0.snapshot() } + echo))
     }
 
     /// One context per listener of `config`, sharing one router and one set

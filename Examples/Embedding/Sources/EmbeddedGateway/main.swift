@@ -10,6 +10,5 @@ guard CommandLine.arguments.count == 2 else {
 }
 let config = try ConfigLoader.load(file: CommandLine.arguments[1]).config
 let server = GatewayServer(config: config, modifiers: [Sign()], validators: [RefuseStale()])
-for address in try await server.start() { print("listening on \(address)") }
-fflush(stdout)
+for address in try await server.start() { FileHandle.standardOutput.write(Data("listening on \(address)\n".utf8)) }
 while true { try await Task.sleep(for: .seconds(3600)) }
