@@ -111,6 +111,8 @@ import Testing
             (try? curl(["http://127.0.0.1:\(admin)/metrics"]).text.contains(#"gatewayd_spans_dropped_total{reason="export-failed"} 40"#)) == true
         }
         #expect(dropped, "\((try? curl(["http://127.0.0.1:\(admin)/metrics"]))?.text ?? "")")
+        // The line is written beside the count, not before it: awaited, then counted.
+        #expect(await eventually(timeout: 10) { gateway.log.contains("span export to") }, "\(gateway.log)")
         #expect(gateway.log.components(separatedBy: "span export to").count == 2, "logged once: \(gateway.log)")
     }
 

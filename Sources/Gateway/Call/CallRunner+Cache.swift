@@ -175,7 +175,7 @@ extension CallRunner {
         }
         let route = call.route
         let limit = min(listener.config.limits.maxResponseBodyBytes, cached.cache.maxEntryBytes)
-        downstream.loopContext.pool.exchange(request, upstream: route.upstream, timeout: route.config.timeout ?? Self.defaultTimeout, maxBodyBytes: limit)
+        downstream.loopContext.pool.ownCall(request, upstream: route.upstream, timeout: route.config.timeout ?? Self.defaultTimeout, maxBodyBytes: limit)
             .assumeIsolated().whenComplete { result in
                 guard case .success(let contents) = result else { return cached.cache.end(fill, storing: nil) }
                 let answer = Self.refreshedAnswer(contents, fill: fill, route: route, cached: cached, limit: limit)

@@ -47,7 +47,7 @@ final class LoopFilters: FilterVMSource {
                 if let authority = pseudo[":authority"], !headers.contains("Host") { headers.set("Host", authority) }
                 let request = UpstreamRequest(method: pseudo[":method"] ?? "GET", target: pseudo[":path"] ?? "/", headers: headers,
                                               body: call.body.isEmpty ? nil : call.body)
-                pool.exchange(request, upstream: upstream, timeout: call.timeout, maxBodyBytes: maxBody).assumeIsolated().whenComplete {
+                pool.ownCall(request, upstream: upstream, timeout: call.timeout, maxBodyBytes: maxBody).assumeIsolated().whenComplete {
                     answered($0.mapError { $0 })
                 }
                 return true

@@ -57,6 +57,15 @@ final class Tunnel {
         if !receiver.tunnelWritable { sender.setTunnelReading(false) }
     }
 
+    /// What the client sent before the switch (after its request head, or
+    /// before the upstream's answer) goes through first, as one read batch.
+    func fromClientEarly(_ buffers: [ByteBuffer]) {
+        let early = buffers.filter { $0.readableBytes > 0 }
+        guard !early.isEmpty else { return }
+        for buffer in early { fromClient(buffer) }
+        clientReadComplete()
+    }
+
     /// A read batch ended on one side: what it brought goes out on the other.
     func clientReadComplete() { ends?.upstream.flushTunnel() }
     func upstreamReadComplete() { ends?.client.flushTunnel() }

@@ -94,7 +94,7 @@ extension CredentialRefresher {
             var request = spec.request(to: upstream)
             if let traced { request.headers.set("traceparent", traced.traceparent) }
             let started = NIODeadline.now()
-            return pool.exchange(request, upstream: upstream, timeout: timeout, maxBodyBytes: maxBodyBytes)
+            return pool.ownCall(request, upstream: upstream, timeout: timeout, maxBodyBytes: maxBodyBytes)
                 .always { answer in
                     guard var span = traced?.span, let sink else { return }
                     (span.start, span.end) = (started.uptimeNanoseconds, NIODeadline.now().uptimeNanoseconds)

@@ -244,7 +244,7 @@ final class SpanExporter: Sendable {
         for field in config.headers { headers.add(field.name, field.value) }
         let request = UpstreamRequest(method: "POST", target: target, headers: headers, body: nil)
         let transport = config.transport
-        pools.pool(for: loop).exchange(request, parts: [head] + batch, upstream: collector, timeout: config.timeout, maxBodyBytes: 64 * 1024)
+        pools.pool(for: loop).ownCall(request, parts: [head] + batch, upstream: collector, timeout: config.timeout, maxBodyBytes: 64 * 1024)
             .flatMapThrowing { answer in
                 let grpcStatus = answer.headers["grpc-status"] ?? "0"
                 guard answer.status == 200, transport == .httpProtobuf || grpcStatus == "0" else {

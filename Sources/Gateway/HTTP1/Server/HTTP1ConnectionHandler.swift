@@ -323,12 +323,9 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     func startTunnel(_ tunnel: Tunnel) -> Bool {
         self.tunnel = tunnel
         readGate.set(open: true, on: context?.channel)
-        if received.readableBytes > 0 {
-            let early = received
-            received = ByteBuffer()
-            tunnel.fromClient(early)
-            tunnel.clientReadComplete()
-        }
+        let early = received
+        received = ByteBuffer()
+        tunnel.fromClientEarly([early])
         return true
     }
 }

@@ -56,8 +56,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         self.tunnel = tunnel
         let early = self.early
         self.early = []
-        for buffer in early { tunnel.fromClient(buffer) }
-        if !early.isEmpty { tunnel.clientReadComplete() }
+        tunnel.fromClientEarly(early)
         return true
     }
 

@@ -44,7 +44,7 @@ final class HealthChecker: Sendable {
             let pool = pools.pool(for: loop)
             var sent = request
             let span = traced(check, endpoint: endpoint, request: &sent)
-            pool.exchange(sent, upstream: endpoint.upstream.config, endpoint: endpoint, timeout: check.timeout,
+            pool.ownCall(sent, upstream: endpoint.upstream.config, endpoint: endpoint, timeout: check.timeout,
                           maxBodyBytes: Self.maxBodyBytes).whenComplete { [self] result in
                 if var span, let spans {
                     span.end = NIODeadline.now().uptimeNanoseconds

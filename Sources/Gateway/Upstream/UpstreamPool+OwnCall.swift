@@ -8,7 +8,7 @@ extension UpstreamPool {
     /// call, bounded in time and size; to an endpoint the balance picks
     /// unless one is given. `parts`: a body sent as the buffers it is
     /// already in, not joined first (the request then says only its length).
-    func exchange(_ request: UpstreamRequest, parts: [ByteBuffer]? = nil, upstream: UpstreamConfig, endpoint: Endpoint? = nil,
+    func ownCall(_ request: UpstreamRequest, parts: [ByteBuffer]? = nil, upstream: UpstreamConfig, endpoint: Endpoint? = nil,
                   timeout: Duration, maxBodyBytes: Int) -> EventLoopFuture<BufferedResponse.Contents> {
         let response = BufferedResponse(promise: eventLoop.makePromise(), maxBodyBytes: maxBodyBytes)
         guard let endpoint = endpoint ?? states[upstream.name]?.pick(exclude: nil, random: UInt64.random(in: 0 ... .max)) else {
