@@ -18,7 +18,7 @@ public struct TestRequest: Sendable {
     }
 
     /// The first value of the field `name` (compared without case).
-    public subscript(_ name: String) -> String? { headers.first { $0.name.lowercased() == name.lowercased() }?.value }
+    public subscript(_ name: String) -> String? { firstValue(of: name, in: headers) }
 }
 
 /// An answer: what an in-process upstream gives, or what the test's client got.
@@ -46,5 +46,9 @@ public struct TestResponse: Sendable {
     public var text: String { String(decoding: body, as: UTF8.self) }
 
     /// The first value of the field `name` (compared without case).
-    public subscript(_ name: String) -> String? { headers.first { $0.name.lowercased() == name.lowercased() }?.value }
+    public subscript(_ name: String) -> String? { firstValue(of: name, in: headers) }
+}
+
+private func firstValue(of name: String, in headers: [(name: String, value: String)]) -> String? {
+    headers.first { $0.name.lowercased() == name.lowercased() }?.value
 }

@@ -46,12 +46,12 @@ import Testing
 
     @Test func aCallGoesUpstreamAndItsConnectionIsKeptForTheNext() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
-        try gateway.send("GET /p/a?x=1 HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/p/a?x=1")
         let sent = try gateway.request(0)
         #expect(sent.hasPrefix("GET /p/a?x=1 HTTP/1.1\r\n") && sent.contains("Host: 192.0.2.1:9000\r\n"), "\(sent)")
         try gateway.respond(0, Self.ok("one"))
         #expect(try gateway.answer().hasSuffix("\r\n\r\none"))
-        try gateway.send("GET /p/b HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/p/b")
         #expect(try gateway.request(0).hasPrefix("GET /p/b HTTP/1.1\r\n"))
         try gateway.respond(0, Self.ok("two"))
         #expect(try gateway.answer().hasSuffix("\r\n\r\ntwo"))
@@ -60,7 +60,7 @@ import Testing
 
     @Test func aResetTryIsSentAgainOnANewConnection() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
-        try gateway.send("GET /r/x HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/r/x")
         let first = try gateway.request(0)
         gateway.reset(0)
         #expect(gateway.upstreams.count == 2)
@@ -72,7 +72,7 @@ import Testing
 
     @Test func a503IsRetriedAndOnlyTheLastAnswerReachesTheClient() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
-        try gateway.send("GET /r/x HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/r/x")
         #expect(try gateway.request(0).hasPrefix("GET /r/x "))
         try gateway.respond(0, Self.ok("busy", status: "503 Service Unavailable"))
         #expect(try gateway.answer().isEmpty)
@@ -86,7 +86,7 @@ import Testing
 
     @Test func aTryPastItsPerTryTimeoutIsDroppedAndSentAgain() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
-        try gateway.send("GET /r/slow HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/r/slow")
         _ = try gateway.request(0)
         gateway.advance(.milliseconds(999))
         #expect(gateway.upstreams.count == 1 && gateway.upstreams[0].isActive)
@@ -100,7 +100,7 @@ import Testing
 
     @Test func theCallsDeadlineEndsItWith504() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
-        try gateway.send("GET /p/never HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/p/never")
         _ = try gateway.request(0)
         gateway.advance(.milliseconds(2999))
         #expect(try gateway.answer().isEmpty)
@@ -113,7 +113,7 @@ import Testing
     @Test func aRefusedConnectIsRetried() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
         gateway.refuseConnects(1)
-        try gateway.send("GET /r/x HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/r/x")
         #expect(gateway.upstreams.count == 1)
         #expect(try gateway.request(0).hasPrefix("GET /r/x "))
         try gateway.respond(0, Self.ok("fine"))
@@ -134,7 +134,7 @@ import Testing
 
     @Test func anAnswerValidatorsReadIsHeldUntilWhole() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
-        try gateway.send("GET /h/doc HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/h/doc")
         _ = try gateway.request(0)
         try gateway.respond(0, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"ok\":")
         #expect(try gateway.answer().isEmpty)
@@ -142,7 +142,7 @@ import Testing
         let answer = try gateway.answer()
         #expect(answer.hasPrefix("HTTP/1.1 200 OK\r\n") && answer.hasSuffix("{\"ok\":true} "), "\(answer)")
         // A refused one never reaches the client in part.
-        try gateway.send("GET /h/bad HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/h/bad")
         _ = try gateway.request(0)
         try gateway.respond(0, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"error\":1}  ")
         let refused = try gateway.answer()
@@ -151,7 +151,7 @@ import Testing
 
     @Test func a401RefreshesTheCredentialThenReplaysWithIt() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
-        try gateway.send("GET /t/me HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/t/me")
         #expect(try !gateway.request(0).contains("Authorization"))
         try gateway.respond(0, Self.ok("", status: "401 Unauthorized"))
         // The token call goes to `auth` on a connection of its own.
@@ -170,7 +170,7 @@ import Testing
 
     @Test func aClientThatLeavesMidAnswerTakesTheUpstreamConnectionWithIt() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
-        try gateway.send("GET /p/big HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/p/big")
         _ = try gateway.request(0)
         try gateway.respond(0, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf.")
         #expect(try gateway.answer().hasSuffix("half."))
@@ -182,7 +182,7 @@ import Testing
 
     @Test func aDrainLetsTheCallInFlightFinishThenCloses() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
-        try gateway.send("GET /p/x HTTP/1.1\r\nHost: h\r\n\r\n")
+        try gateway.get("/p/x")
         _ = try gateway.request(0)
         gateway.client.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         #expect(gateway.client.isActive)
@@ -213,7 +213,7 @@ import Testing
     @Test(arguments: ["once", "twice"]) func twoSlowCallsInARowOnOneConnectionAreEachAnsweredOnce(_ route: String) throws {
         let gateway = try EmbeddedGateway(Self.yaml)
         for (path, delay) in [("slow", 800), ("next", 500)] {
-            try gateway.send("GET /\(route)/\(path) HTTP/1.1\r\nHost: h\r\n\r\n")
+            try gateway.get("/\(route)/\(path)")
             #expect(try gateway.request(0).hasPrefix("GET /\(route)/\(path) "))
             gateway.advance(.milliseconds(Int64(delay)))
             try gateway.respond(0, Self.ok("done \(path)"))

@@ -5,20 +5,19 @@ import Testing
 /// of Sources/Gateway says what it is in a doc comment (DocC shows nothing
 /// else), and what only `gatewayd` uses stays `package`.
 @Suite struct PublicSurfaceTests {
-    static var sources: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Sources/Gateway")
-    }
+    /// Sources/Gateway's files (path, text), read once for every test here.
+    static let files: [(path: String, text: String)] = {
+        let root = LayeringTests.sources
+        let paths = (FileManager.default.enumerator(atPath: root.path)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".swift") }
+        return paths.sorted().map { ($0, (try? String(contentsOf: root.appendingPathComponent($0), encoding: .utf8)) ?? "") }
+    }()
 
     /// `file:line: declaration` for each public declaration (extensions and
     /// imports aside) whose line before, attributes skipped, is no `///`.
-    static func undocumented() throws -> [String] {
+    static func undocumented() -> [String] {
         var found: [String] = []
-        let walker = FileManager.default.enumerator(atPath: sources.path)
-        while let path = walker?.nextObject() as? String {
-            guard path.hasSuffix(".swift") else { continue }
-            let lines = try String(contentsOf: sources.appendingPathComponent(path), encoding: .utf8)
-                .split(separator: "\n", omittingEmptySubsequences: false)
+        for (path, text) in files {
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             for (index, line) in lines.enumerated() {
                 var text = line.drop { $0 == " " }
                 while text.hasPrefix("@"), let space = text.firstIndex(of: " ") { text = text[text.index(after: space)...] }
@@ -30,23 +29,20 @@ import Testing
                 found.append("\(path):\(index + 1): \(text.prefix(80))")
             }
         }
-        return found.sorted()
+        return found
     }
 
-    @Test func everyPublicDeclarationSaysWhatItIs() throws {
-        let missing = try Self.undocumented()
+    @Test func everyPublicDeclarationSaysWhatItIs() {
+        let missing = Self.undocumented()
         #expect(missing.isEmpty, "public without a doc comment:\n\(missing.joined(separator: "\n"))")
     }
 
     /// Types gatewayd needs and an embedder does not: `package`, so a change to them breaks no embedder.
     @Test(arguments: ["AdminServer", "RedisClient", "RetryState", "HTTPDate", "RouteTable", "Router", "Explanation",
                       "StructuredLogHandler", "OpenAPIDocument", "RouteStateRegistry"])
-    func whatOnlyTheDaemonUsesIsNotPublic(_ type: String) throws {
+    func whatOnlyTheDaemonUsesIsNotPublic(_ type: String) {
         var declared = false
-        let walker = FileManager.default.enumerator(atPath: Self.sources.path)
-        while let path = walker?.nextObject() as? String {
-            guard path.hasSuffix(".swift") else { continue }
-            let text = try String(contentsOf: Self.sources.appendingPathComponent(path), encoding: .utf8)
+        for (path, text) in Self.files {
             if text.contains("public final class \(type)") || text.contains("public struct \(type)") || text.contains("public enum \(type)") {
                 Issue.record("\(type) is public in \(path)")
             }

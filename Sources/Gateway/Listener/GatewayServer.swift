@@ -166,7 +166,10 @@ public actor GatewayServer: Service {
     /// A connection made in process (a pipe, not a socket) served as if
     /// `listeners[listener]` had accepted it.
     package func accept(_ channel: any Channel, listener: Int = 0) async throws {
-        guard let slot = inProcess?[listener] else { throw StartupError(message: "not serving in process") }
+        guard let slots = inProcess, slots.indices.contains(listener) else {
+            throw StartupError(message: "no listeners[\(listener)] served in process")
+        }
+        let slot = slots[listener]
         let (protocols, metrics) = (config.listeners[listener].protocols, metrics)
         try await channel.eventLoop.flatSubmit { ConnectionPipeline.start(channel, slot: slot, protocols: protocols, metrics: metrics) }.get()
     }
@@ -216,6 +219,7 @@ public actor GatewayServer: Service {
         var kept: [ListenerKey: ListenerContext] = [:]
         var added: [ListenerKey: BoundListener] = [:]
         do {
+            // In process there is nothing to bind: the slots are swapped below.
             for (position, (listener, context)) in zip(newConfig.listeners, contexts).enumerated() where inProcess == nil {
                 let key = ListenerKey(listener, position: position)
                 if listeners[key] != nil {

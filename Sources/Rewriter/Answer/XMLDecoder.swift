@@ -104,7 +104,8 @@ public enum XMLDecoder {
             guard let value = xmlTextReaderConstValue(reader) else { return nil }
             // The reader hands a CDATA section over as written, CR included
             // (xmllint --stream shows it); XML 1.0 §2.11 reads CR LF and a lone CR as LF everywhere.
-            builder.text(ArraySlice(lineEndsNormalized(UnsafeBufferPointer(start: value, count: Int(xmlStrlen(value))))))
+            let bytes = UnsafeBufferPointer(start: value, count: Int(xmlStrlen(value)))
+            builder.text(bytes.contains(0x0D) ? XMLScanner.normalized(bytes)[...] : ArraySlice(bytes))
         case XML_READER_TYPE_TEXT, XML_READER_TYPE_SIGNIFICANT_WHITESPACE, XML_READER_TYPE_WHITESPACE:
             guard let value = xmlTextReaderConstValue(reader) else { return nil }
             // Appended at once (a byte at a time was a sixth of a 2 KB answer's translation).
@@ -114,23 +115,6 @@ public enum XMLDecoder {
             break
         }
         return nil
-    }
-
-    private static func lineEndsNormalized(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8] {
-        guard bytes.contains(0x0D) else { return Array(bytes) }
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var index = 0
-        while index < bytes.count {
-            if bytes[index] == 0x0D {
-                out.append(0x0A)
-                if index + 1 < bytes.count, bytes[index + 1] == 0x0A { index += 1 }
-            } else {
-                out.append(bytes[index])
-            }
-            index += 1
-        }
-        return out
     }
 
     private static func string(_ pointer: UnsafePointer<xmlChar>?) -> String {

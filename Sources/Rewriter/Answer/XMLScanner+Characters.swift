@@ -143,7 +143,7 @@ extension XMLScanner {
     }
 
     /// Line ends as XML reads them: CR LF and a lone CR become LF.
-    static func normalized(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+    static func normalized(_ bytes: some Collection<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var previousCR = false

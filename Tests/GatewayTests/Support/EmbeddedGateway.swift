@@ -59,6 +59,9 @@ final class EmbeddedGateway {
         loop.run()
     }
 
+    /// A bodiless GET of `target` from the client.
+    func get(_ target: String) throws { try send("GET \(target) HTTP/1.1\r\nHost: h\r\n\r\n") }
+
     /// What the gateway wrote to its client since the last read.
     func answer() throws -> String { try Self.drain(client) }
 
