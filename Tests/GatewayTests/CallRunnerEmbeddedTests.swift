@@ -208,6 +208,22 @@ import Testing
         #expect(!gateway.client.isActive)
     }
 
+    /// A client that sends its first frames with the upgrade request, before
+    /// the upstream said yes: they are neither read as a request nor sent
+    /// upstream ahead of the switch; after the 101 they go through first, once.
+    @Test func bytesSentAheadOfTheSwitchWaitForItThenGoThroughOnce() throws {
+        let gateway = try EmbeddedGateway(Self.yaml)
+        try gateway.send("GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: a2V5a2V5a2V5a2V5a2V5aw==\r\nSec-WebSocket-Version: 13\r\n\r\n\u{81}\u{05}early")
+        let sent = try gateway.request(0)
+        #expect(sent.hasSuffix("\r\n\r\n") && !sent.contains("early"), "\(sent)")
+        try gateway.respond(0, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: x\r\n\r\n")
+        #expect(try gateway.answer().hasPrefix("HTTP/1.1 101 Switching Protocols\r\n"))
+        #expect(try gateway.request(0) == "\u{81}\u{05}early")
+        try gateway.send("\u{81}\u{04}next")
+        #expect(try gateway.request(0) == "\u{81}\u{04}next")
+        #expect(gateway.upstreams.count == 1)
+    }
+
     /// The first call's per-try timer (1 s) would fire 200 ms into the second
     /// call, had it outlived its call: each is answered once, on one try.
     @Test(arguments: ["once", "twice"]) func twoSlowCallsInARowOnOneConnectionAreEachAnsweredOnce(_ route: String) throws {
