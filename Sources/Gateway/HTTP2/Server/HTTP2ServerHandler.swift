@@ -22,17 +22,15 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     let maxHeaderBytes: Int
     private let idleTimeout: TimeAmount
 
-    /// The streams' deadlines and the connection's idle and keepalive checks share one wake-up.
+    /// The connection's idle and keep-alive checks and its drain.
+    private var machine: HTTP2ConnectionStateMachine
+    /// The streams' deadlines and the connection's checks share one wake-up.
     private var timer = LazyTimer()
-    private var lastRead = NIODeadline.now()
-    private var pingSent: NIODeadline?
     private var resets = FloodLimit(limit: 200, window: .seconds(30))
     private var streamIDs = ClientStreamIDs()
     /// Empty DATA frames that do not end their stream carry nothing but cost a frame each (CVE-2019-9518).
     private var emptyData = FloodLimit(limit: 100, window: .seconds(30))
 
-    /// How long a PING may go unanswered (any frame counts) before the peer is taken for gone.
-    static let pingTimeout = TimeAmount.seconds(20)
     /// The connection window is kept this open: every stream's data is bounded by its own window already.
     static let connectionWindow: Int32 = 1 << 20
 
@@ -40,6 +38,8 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
         self.slot = slot
         maxHeaderBytes = slot.listener.config.limits.maxHeaderBytes
         idleTimeout = slot.listener.config.limits.idleTimeout.timeAmount
+        // Started again once the handler is on its loop (`handlerAdded`).
+        machine = HTTP2ConnectionStateMachine(now: .now(), idleTimeout: idleTimeout)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -55,8 +55,8 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
             (NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1),
         ])
         session.setLocalWindow(stream: 0, size: Self.connectionWindow)
-        lastRead = context.eventLoop.now
-        wake(at: lastRead + idleTimeout)
+        machine = HTTP2ConnectionStateMachine(now: context.eventLoop.now, idleTimeout: idleTimeout)
+        run(machine.firstWake)
         if context.channel.isActive { sendNow() }
     }
 
@@ -72,8 +72,7 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !session.closing else { return }
-        lastRead = context.eventLoop.now
-        pingSent = nil
+        machine.read(now: context.eventLoop.now)
         let result = session.receive(unwrapInboundIn(data))
         guard result >= 0 else { return failed(result) }
         // What the read produced goes out at the read batch's end (or this tick's, should that not come).
@@ -166,8 +165,7 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     func streamClosed(stream id: Int32, errorCode: UInt32) {
         streams.removeValue(forKey: id)?.closed()
         guard streams.isEmpty else { return }
-        finalGoAway()
-        wake(at: now + idleTimeout)
+        run(machine.lastStreamClosed(now: now))
     }
 
     func readBody(stream id: Int32, into buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyRead {
@@ -205,24 +203,32 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     /// still served and the client learns which were (RFC 9113 §6.8).
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
-        guard drain == .serving else { return }
-        drain = .noticeSent
-        // With no stream open the final GOAWAY goes at once, and the connection ends.
-        if streams.isEmpty { finalGoAway() } else { session.shutdownNotice() }
+        run(machine.quiesce(streamsOpen: !streams.isEmpty))
         sendNow()
-        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) { [self] in
-            finalGoAway()
-            sendNow()
-        }
     }
 
-    private enum Drain { case serving, noticeSent, done }
-    private var drain = Drain.serving
-
-    private func finalGoAway() {
-        guard drain == .noticeSent, context != nil else { return }
-        drain = .done
-        session.goAway(lastStream: session.lastProcessedStream, code: NGHTTP2_NO_ERROR, terminate: false)
+    /// Performs what the connection's machine decided.
+    private func run(_ action: HTTP2ConnectionStateMachine.Action) {
+        guard let context else { return }
+        switch action {
+        case .none:
+            return
+        case .wake(let when):
+            wake(at: when)
+        case .ping(let when):
+            session.ping()
+            wake(at: when)
+        case .sendNotice(let grace):
+            session.shutdownNotice()
+            context.eventLoop.assumeIsolated().scheduleTask(in: grace) { [self] in
+                run(machine.graceEnded())
+                sendNow()
+            }
+        case .goAway:
+            session.goAway(lastStream: session.lastProcessedStream, code: NGHTTP2_NO_ERROR, terminate: false)
+        case .close:
+            context.close(promise: nil)
+        }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -240,27 +246,16 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     }
 
     /// Each stream whose deadline has not come yet asks again; then the
-    /// connection's own checks: idle with no stream, or silent with streams open.
+    /// connection's own checks.
     func handleScheduledCallback(eventLoop: some EventLoop) {
         timer.fired()
         for stream in streams.values { stream.runner?.deadlinePassed() }
-        let now = self.now
-        if let pingSent {
-            if now - pingSent >= Self.pingTimeout { return context?.close(promise: nil) ?? () }
-            return wake(at: pingSent + Self.pingTimeout)
-        }
-        guard now - lastRead >= idleTimeout else { return wake(at: lastRead + idleTimeout) }
-        if streams.isEmpty {
-            session.goAway(lastStream: session.lastProcessedStream, code: NGHTTP2_NO_ERROR, terminate: false)
-        } else {
-            session.ping()
-            pingSent = now
-            wake(at: now + Self.pingTimeout)
-        }
+        run(machine.timerFired(now: now, streamsOpen: !streams.isEmpty))
         sendNow()
     }
 
     private func closeAll() {
+        machine.closed()
         timer.cancel()
         let closing = streams.values
         streams = [:]

@@ -18,24 +18,14 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     let eventLoop: EventLoop
     let allocator: ByteBufferAllocator
 
-    /// The response body's queue and the request's flow control.
-    private var stream = HTTP2StreamState()
+    /// Where the stream is: its request, its answer, or its tunnel.
+    private var machine = HTTP2ServerStreamStateMachine()
     private var request = HTTP2RequestHeadBuilder()
     /// The header block's size as RFC 7541 §4.1 counts it.
     private var headerBytes = 0
     private(set) var requestFraming = RequestFraming.none
-    private var requestEnded = false
-
-    /// The response's head until it is submitted with what follows it known.
-    private var head: ResponseHead?
-    private var submitted = false
-    private var responseEnded: Bool { stream.sendingEnded }
-    private var trailers: HTTPHeaders?
-    /// An extended CONNECT (RFC 8441): its DATA is the tunnel's once the upstream switched.
-    private var connectProtocol: String?
+    /// After the switch: the tunnel the stream's DATA goes through.
     private var tunnel: Tunnel?
-    /// DATA that came before the tunnel was up.
-    private var early: [ByteBuffer] = []
 
     init(id: Int32, connection: HTTP2ServerHandler, context: ChannelHandlerContext) {
         self.id = id
@@ -44,7 +34,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         allocator = context.channel.allocator
     }
 
-    var isActive: Bool { stream.open }
+    var isActive: Bool { machine.isOpen }
     var peerAddress: String { connection.peerAddress }
     /// HTTP/2 names the authority in `:authority`; no absolute-form target arrives here.
     var localAuthority: String { "" }
@@ -52,16 +42,18 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     var carriesOneExchange: Bool { true }
     /// An extended CONNECT's upstream switched: DATA that came before goes through first.
     func startTunnel(_ tunnel: Tunnel) -> Bool {
-        guard connectProtocol != nil else { return false }
+        guard let (early, consume) = machine.switched() else { return false }
         self.tunnel = tunnel
-        let early = self.early
-        self.early = []
+        if consume > 0 {
+            connection.consume(self, consume)
+            connection.needsSend()
+        }
         tunnel.fromClientEarly(early)
         return true
     }
 
     /// Only an extended CONNECT becomes a tunnel.
-    var canTunnel: Bool { connectProtocol != nil }
+    var canTunnel: Bool { machine.canTunnel }
 
     /// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1: 16 random bytes, base64).
     static func websocketKey() -> String {
@@ -73,7 +65,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     /// Writable while what is queued fits in the windows the peer has
     /// opened: a client that announced a 0 window gets nothing read ahead
     /// from the upstream for it.
-    var isWritable: Bool { connection.isWritable && stream.fits(window: connection.sendWindow(self)) }
+    var isWritable: Bool { connection.isWritable && machine.flow.fits(window: connection.sendWindow(self)) }
 
     // MARK: The request
 
@@ -90,7 +82,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
         guard headerBytes <= connection.maxHeaderBytes else {
             self.runner = runner
             runner.listener.metrics.streams.increment()
-            requestEnded = endStream
+            machine.headersEnded(connect: false, ended: endStream)
             return runner.downstream.refuse(request.summary, .headersTooLarge("the header block exceeds limits.max_header_bytes (\(connection.maxHeaderBytes))"))
         }
         // Taken out whole (an empty builder allocates nothing): the head takes its fields over.
@@ -101,7 +93,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
             connection.reset(self, code: NGHTTP2_PROTOCOL_ERROR)
             return connection.needsSend()
         }
-        self.connectProtocol = connectProtocol
+        machine.headersEnded(connect: connectProtocol != nil)
         self.runner = runner
         runner.listener.metrics.streams.increment()
         guard connectProtocol == nil else {
@@ -124,26 +116,31 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     }
 
     func received(_ bytes: UnsafeRawBufferPointer) {
-        // DATA no one reads (the request ended, or its call is gone) only reopens the window.
-        guard let runner, connectProtocol != nil || !requestEnded else { return connection.consume(self, bytes.count) }
-        let consumed = stream.received(bytes.count)
-        if consumed > 0 { connection.consume(self, consumed) }
+        let (destination, consume) = machine.received(bytes.count)
+        if consume > 0 { connection.consume(self, consume) }
+        guard destination != .drop else { return }
         let buffer = allocator.buffer(bytes: bytes)
-        guard connectProtocol != nil else { return runner.requestBody(buffer) }
-        guard let tunnel else { return early.append(buffer) }
-        tunnel.fromClient(buffer)
-        tunnel.clientReadComplete()
+        switch destination {
+        case .call: runner?.requestBody(buffer)
+        case .early: machine.keepEarly(buffer)
+        case .tunnel:
+            tunnel?.fromClient(buffer)
+            tunnel?.clientReadComplete()
+        case .drop: break
+        }
     }
 
     func endRequest() {
-        if connectProtocol != nil { return tunnel?.close() ?? close() }
-        guard !requestEnded else { return }
-        requestEnded = true
-        runner?.requestEnded()
+        switch machine.requestEnded() {
+        case .none: break
+        case .tellCall: runner?.requestEnded()
+        case .closeTunnel: tunnel?.close()
+        case .cancel: close()
+        }
     }
 
     func setReading(_ on: Bool) {
-        let count = stream.setReading(on)
+        let count = machine.setReading(on)
         guard count > 0 else { return }
         connection.consume(self, count)
         connection.needsSend()
@@ -152,88 +149,73 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     // MARK: The response
 
     func write(_ part: ResponsePart) {
-        guard stream.open, !responseEnded else { return }
         switch part {
-        case .head(let head) where connectProtocol != nil && head.status.code == 101:
-            // RFC 8441 §5: the switch is a 200 on the stream, without the HTTP/1.1 upgrade's fields.
-            var accepted = head
-            accepted.status = .ok
-            for name in ["Upgrade", "Connection", "Sec-WebSocket-Accept"] { accepted.headers.remove(name) }
-            self.head = accepted
-        case .head(let head) where head.status.code < 200:
-            // An interim response (100 Continue) goes out at once, as its own HEADERS.
-            connection.submitHeaders(self, HeaderBlock(response: head), endStream: false)
         case .head(let head):
-            self.head = head
+            // An interim response (100 Continue) goes out at once, as its own HEADERS.
+            guard let interim = machine.writeHead(head) else { return }
+            connection.submitHeaders(self, HeaderBlock(response: interim), endStream: false)
         case .body(let buffer):
-            stream.send(buffer)
+            machine.writeBody(buffer)
         case .end(let trailers):
-            self.trailers = trailers
-            end(close: false)
+            run(machine.writeEnd(trailers: trailers))
         }
     }
 
     func flush() {
-        submit()
-        connection.needsSend()
-    }
-
-    /// Hands libnghttp2 what it can send: the head (with no DATA at all when
-    /// the whole response is a head), or more body for a deferred stream.
-    private func submit() {
-        if let head {
-            self.head = nil
-            submitted = true
-            let hasBody = !(responseEnded && stream.outbound.isEmpty && trailers == nil)
-            connection.submitResponse(self, HeaderBlock(response: head), body: hasBody)
-        } else if submitted, !stream.outbound.isEmpty || responseEnded, stream.resumeNeeded() {
-            connection.resume(self)
+        switch machine.submit() {
+        case .none: break
+        case .submit(let head, let body): connection.submitResponse(self, HeaderBlock(response: head), body: body)
+        case .resume: connection.resume(self)
         }
+        connection.needsSend()
     }
 
     /// libnghttp2 asks for up to `buffer.count` bytes of DATA (what the
     /// windows allow); the last bytes carry END_STREAM, or trailers follow.
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> HTTP2BodyRead {
-        guard case .bytes(let copied, let end) = stream.read(into: buffer) else { return .deferred }
-        if copied > 0, !responseEnded { connection.bodyDrained(self) }
+        let (read, trailers) = machine.read(into: buffer)
+        guard case .bytes(let copied, let end) = read else { return .deferred }
+        if copied > 0, !machine.flow.sendingEnded { connection.bodyDrained(self) }
         guard end else { return .bytes(copied, end: false, trailers: false) }
-        if let trailers {
-            self.trailers = nil
-            connection.submitHeaders(self, HeaderBlock(trailers: trailers), endStream: true)
-            return .bytes(copied, end: true, trailers: true)
-        }
-        return .bytes(copied, end: true, trailers: false)
+        guard let trailers else { return .bytes(copied, end: true, trailers: false) }
+        connection.submitHeaders(self, HeaderBlock(trailers: trailers), endStream: true)
+        return .bytes(copied, end: true, trailers: true)
     }
 
-    /// RFC 9113 §8.1: a response may end before the request did. The rest of
+    /// RFC 9113 §8.1: an answer may end before its request did. The rest of
     /// the request is then read and dropped for up to the call's `lingerTime`
     /// and only then refused with RST_STREAM(NO_ERROR): some clients (curl
     /// 7.88) fail a call whose stream is reset, even after a whole answer.
-    func end(close: Bool) {
-        guard stream.open, !responseEnded else { return }
-        stream.endSending()
-        flush()
-        guard close, !requestEnded else { return }
-        setReading(true)
-        let lingerTime = runner?.downstream.lingerTime ?? .seconds(5)
-        eventLoop.assumeIsolated().scheduleTask(in: lingerTime) { [weak self] in self?.stopLingering() }
+    func end(close: Bool) { run(machine.responseEnded(close: close)) }
+
+    private func run(_ action: HTTP2ServerStreamStateMachine.ResponseEndAction) {
+        switch action {
+        case .none:
+            return
+        case .flush:
+            flush()
+        case .flushThenLinger:
+            flush()
+            setReading(true)
+            let lingerTime = runner?.downstream.lingerTime ?? .seconds(5)
+            eventLoop.assumeIsolated().scheduleTask(in: lingerTime) { [weak self] in self?.stopLingering() }
+        }
     }
 
     private func stopLingering() {
-        guard stream.open, !requestEnded else { return }
+        guard machine.lingerEnded() else { return }
         connection.reset(self, code: NGHTTP2_NO_ERROR)
         connection.needsSend()
     }
 
     func close() {
-        guard stream.open, !(responseEnded && requestEnded) else { return }
-        stream.cancel()
+        guard machine.cancel() else { return }
         connection.reset(self, code: NGHTTP2_CANCEL)
         connection.needsSend()
     }
 
     func mayWriteAgain() {
-        if stream.open, isWritable { runner?.clientBecameWritable() }
+        if machine.isOpen, isWritable { runner?.clientBecameWritable() }
     }
 
     /// The stream is over (both sides ended, reset, or the connection went):
@@ -241,7 +223,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     func closed() {
         tunnel?.close()
         tunnel = nil
-        connection.consumeConnection(stream.closed())
+        connection.consumeConnection(machine.closed())
         let runner = self.runner
         self.runner = nil
         runner?.listener.metrics.streams.decrement()
