@@ -9,14 +9,13 @@ import Testing
     static func answered(keepAlive: Bool = true) -> Machine {
         var machine = Machine()
         machine.requestStarted(keepAlive: keepAlive)
-        machine.requestCompleted()
         #expect(machine.bytesArrived() == .reuse)
         return machine
     }
 
     @Test func aCleanAnswerIsReusedAndTheNextRequestMayGo() {
         var machine = Self.answered()
-        #expect(machine.responseEnded(trailing: false, announcedBodyWithheld: false, mustClose: false) == .reuse)
+        #expect(machine.responseEnded(requestComplete: true, trailing: false, announcedBodyWithheld: false, mustClose: false) == .reuse)
         #expect(machine.state == .idle)
         machine.requestStarted(keepAlive: true)
         #expect(machine.isExchanging)
@@ -25,7 +24,7 @@ import Testing
     /// Stray bytes before the next request is written: they came while idle.
     @Test func bytesWhileIdleCloseIt() {
         var machine = Self.answered()
-        #expect(machine.responseEnded(trailing: false, announcedBodyWithheld: false, mustClose: false) == .reuse)
+        #expect(machine.responseEnded(requestComplete: true, trailing: false, announcedBodyWithheld: false, mustClose: false) == .reuse)
         #expect(machine.bytesArrived() == .close)
         #expect(machine.state == .closed)
         // Nothing is sent on it after that.
@@ -36,7 +35,7 @@ import Testing
     /// Stray bytes in the same segment as the answer: behind its end.
     @Test func bytesBehindTheAnswerCloseIt() {
         var machine = Self.answered()
-        #expect(machine.responseEnded(trailing: true, announcedBodyWithheld: false, mustClose: false) == .close)
+        #expect(machine.responseEnded(requestComplete: true, trailing: true, announcedBodyWithheld: false, mustClose: false) == .close)
         #expect(machine.state == .closed)
     }
 
@@ -45,7 +44,7 @@ import Testing
     /// followed by it, so no next request is ever written on it.
     @Test func anAnswerWhoseBodyMayStillComeIsNeverFollowedByAnotherRequest() {
         var machine = Self.answered()
-        #expect(machine.responseEnded(trailing: false, announcedBodyWithheld: true, mustClose: false) == .close)
+        #expect(machine.responseEnded(requestComplete: true, trailing: false, announcedBodyWithheld: true, mustClose: false) == .close)
         machine.requestStarted(keepAlive: true)
         #expect(machine.state == .closed)
         #expect(machine.bytesArrived() == .close)
@@ -53,13 +52,13 @@ import Testing
 
     @Test func closeOrAnUnfinishedRequestBodyCloseIt() {
         var machine = Self.answered(keepAlive: false)
-        #expect(machine.responseEnded(trailing: false, announcedBodyWithheld: false, mustClose: false) == .close)
+        #expect(machine.responseEnded(requestComplete: true, trailing: false, announcedBodyWithheld: false, mustClose: false) == .close)
         machine = Self.answered()
-        #expect(machine.responseEnded(trailing: false, announcedBodyWithheld: false, mustClose: true) == .close)
+        #expect(machine.responseEnded(requestComplete: true, trailing: false, announcedBodyWithheld: false, mustClose: true) == .close)
         machine = Machine()
         machine.requestStarted(keepAlive: true)
         // The answer came before the streamed body ended.
-        #expect(machine.responseEnded(trailing: false, announcedBodyWithheld: false, mustClose: false) == .close)
+        #expect(machine.responseEnded(requestComplete: false, trailing: false, announcedBodyWithheld: false, mustClose: false) == .close)
     }
 
     @Test func aTunnelReadsBytesAndThePoolIsToldOfACloseOnce() {

@@ -60,45 +60,8 @@ protocol UpstreamConnection: AnyObject {
     /// The call ended before the connection was used.
     func giveBack()
     /// The response ended: the connection is reused or closed.
-    func responseEnded()
-}
-
-/// One exchange's state on a connection or stream: who gets the response
-/// and how far the try got.
-struct UpstreamExchange {
-    private(set) var delegate: UpstreamResponseDelegate?
-    /// Where the try is counted as in flight until the exchange ends.
-    private var endpoint: Endpoint?
-    var responseStarted = false
-    /// The request is being written (one write): a close that happens
-    /// inside that write was caused by it failing, before any byte went out.
-    var writing = false
-    /// Some of the request was handed to the socket.
-    var requestWritten = false
-    /// False while a streamed request body is still being sent.
-    var requestComplete = true
-    /// The protocol the request asked to switch to (its one Upgrade token):
-    /// only a 101 to that protocol answers it.
-    var upgrade: String?
-
-    mutating func begin(_ delegate: UpstreamResponseDelegate, on endpoint: Endpoint) {
-        _ = end()
-        endpoint.tryStarted()
-        self = UpstreamExchange(delegate: delegate, endpoint: endpoint, requestComplete: false)
-    }
-
-    var progress: TryProgress {
-        if responseStarted { return .responseStarted }
-        return requestWritten && !writing ? .sent : .unsent
-    }
-
-    /// Ends the exchange; returns its delegate, still to be told how.
-    mutating func end() -> UpstreamResponseDelegate? {
-        endpoint?.tryFinished()
-        endpoint = nil
-        defer { delegate = nil }
-        return delegate
-    }
+    /// `requestComplete`: its request was written whole.
+    func responseEnded(requestComplete: Bool)
 }
 
 extension UpstreamConnection {
@@ -107,29 +70,16 @@ extension UpstreamConnection {
         guard let delegate = exchange.delegate else { return }
         switch consume part {
         case .head(let head):
-            if head.status.code == 101 {
-                // Any other switch (h2c, say) would carry bytes past every route and rule: never tunnelled.
-                guard let asked = exchange.upgrade else {
-                    return failed(.reset("upstream \(upstream) answered 101", summary: "it switched protocols, which is not forwarded"),
-                                  responseArrived: true)
-                }
-                let offered = head.headers.listItems("Upgrade")
-                guard offered.count == 1, HeaderList.equalNames(String(offered[0]), asked) else {
-                    return failed(.reset("upstream \(upstream) switched to '\(offered.joined(separator: ", "))' where '\(asked)' was asked",
-                                         summary: "it switched to a protocol that was not asked for"), responseArrived: true)
-                }
-                _ = exchange.end()
-                return delegate.upstreamSwitched(head, connection: self)
+            switch exchange.headArrived(head, from: upstream) {
+            case .interim: return
+            case .forward: delegate.upstreamHead(consume head)
+            case .switched: delegate.upstreamSwitched(head, connection: self)
+            case .refused(let error): failed(error, responseArrived: true)
             }
-            // 1xx interim responses are not forwarded; the final response follows.
-            if head.status.code < 200 { return }
-            exchange.responseStarted = true
-            delegate.upstreamHead(consume head)
         case .body(let buffer):
             delegate.upstreamBody(buffer)
         case .end:
-            _ = exchange.end()
-            responseEnded()
+            responseEnded(requestComplete: exchange.end().requestComplete)
             delegate.upstreamEnd()
         }
     }
@@ -139,14 +89,14 @@ extension UpstreamConnection {
     /// upstream saw the request.
     func failed(_ error: UpstreamError, responseArrived: Bool = false) {
         let progress = responseArrived ? .responseStarted : exchange.progress
-        exchange.end()?.upstreamFailed(error, progress: progress)
+        exchange.end().delegate?.upstreamFailed(error, progress: progress)
         close()
     }
 
     /// The channel is closed: an exchange in flight is cut short.
     func exchangeClosed() {
         let progress = exchange.progress
-        exchange.end()?.upstreamFailed(.reset("the upstream closed the connection"), progress: progress)
+        exchange.end().delegate?.upstreamFailed(.reset("the upstream closed the connection"), progress: progress)
     }
 
     /// The caller gives up (client gone, deadline passed): the connection is

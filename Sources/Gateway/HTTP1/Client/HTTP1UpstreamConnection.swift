@@ -50,29 +50,26 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     func send(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
         var out = start(request, delegate: delegate, extra: request.body?.count ?? 0)
         if let body = request.body { out.writeBytes(body) }
-        exchange.requestComplete = true
-        machine.requestCompleted()
+        exchange.requestCompleted()
         guard channel.isActive else { return closed() }
         // NIO reports a failed write by closing the channel inside this call.
-        exchange.writing = true
+        exchange.writing()
         write(out, flush: true)
-        exchange.writing = false
-        exchange.requestWritten = true
+        exchange.written()
         spare.keep(out)
     }
 
     func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
         let out = start(request, delegate: delegate, extra: 0)
         guard channel.isActive else { return closed() }
-        exchange.requestWritten = true
+        exchange.written()
         write(out)
         spare.keep(out)
     }
 
     /// The request head as bytes, with room for `extra` more.
     private func start(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, extra: Int) -> ByteBuffer {
-        exchange.begin(delegate, on: endpoint)
-        exchange.upgrade = request.headers["Upgrade"]
+        exchange.begin(delegate, on: endpoint, upgrade: request.headers["Upgrade"])
         machine.requestStarted(keepAlive: !ConnectionOptions(fields: request.headers).close)
         chunked = request.framing == .streamed
         decoder.expect(method: HTTPMethod(rawValue: request.method))
@@ -92,8 +89,7 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     }
 
     func sendEnd() {
-        exchange.requestComplete = true
-        machine.requestCompleted()
+        exchange.requestCompleted()
         if chunked { return write(channel.allocator.buffer(staticString: "0\r\n\r\n"), flush: true) }
         flush()
     }
@@ -115,9 +111,9 @@ final class HTTP1UpstreamConnection: UpstreamConnection {
     }
 
     /// Reused only when the machine finds it clean (see HTTP1UpstreamStateMachine).
-    func responseEnded() {
-        let verdict = machine.responseEnded(trailing: received.readableBytes > 0, announcedBodyWithheld: decoder.announcedBodyWithheld,
-                                            mustClose: decoder.mustClose)
+    func responseEnded(requestComplete: Bool) {
+        let verdict = machine.responseEnded(requestComplete: requestComplete, trailing: received.readableBytes > 0,
+                                            announcedBodyWithheld: decoder.announcedBodyWithheld, mustClose: decoder.mustClose)
         if verdict == .reuse, channel.isActive {
             setReading(true)
             pool?.release(self)

@@ -7,9 +7,8 @@ struct HTTP1UpstreamStateMachine: Hashable, Sendable {
     enum State: Hashable, Sendable {
         /// Not in use (pooled, or not yet handed out): no byte may arrive.
         case idle
-        /// A request is out. `keepAlive`: it did not say close;
-        /// `requestComplete`: all of it was written.
-        case exchanging(keepAlive: Bool, requestComplete: Bool)
+        /// A request is out. `keepAlive`: it did not say close.
+        case exchanging(keepAlive: Bool)
         /// After a 101: raw bytes both ways, never pooled again.
         case tunnel
         /// Closing or closed: nothing more is read from it as HTTP.
@@ -30,12 +29,7 @@ struct HTTP1UpstreamStateMachine: Hashable, Sendable {
 
     mutating func requestStarted(keepAlive: Bool) {
         guard state == .idle else { return }
-        state = .exchanging(keepAlive: keepAlive, requestComplete: false)
-    }
-
-    mutating func requestCompleted() {
-        guard case .exchanging(let keepAlive, _) = state else { return }
-        state = .exchanging(keepAlive: keepAlive, requestComplete: true)
+        state = .exchanging(keepAlive: keepAlive)
     }
 
     /// Bytes came from the upstream. While idle they answer nothing: the
@@ -49,12 +43,13 @@ struct HTTP1UpstreamStateMachine: Hashable, Sendable {
         }
     }
 
-    /// The answer ended. `trailing`: more bytes came right behind it;
+    /// The answer ended. `requestComplete`: its request was written whole
+    /// (the exchange's, `UpstreamExchange`); `trailing`: more bytes came right behind it;
     /// `announcedBodyWithheld`: it was body-less by rule (a HEAD's, a 204,
     /// a 304) yet its head announced a body, which a non-conforming upstream
     /// may still send; `mustClose`: its framing or `Connection` said so.
-    mutating func responseEnded(trailing: Bool, announcedBodyWithheld: Bool, mustClose: Bool) -> Verdict {
-        guard case .exchanging(let keepAlive, let requestComplete) = state else {
+    mutating func responseEnded(requestComplete: Bool, trailing: Bool, announcedBodyWithheld: Bool, mustClose: Bool) -> Verdict {
+        guard case .exchanging(let keepAlive) = state else {
             state = .closed
             return .close
         }

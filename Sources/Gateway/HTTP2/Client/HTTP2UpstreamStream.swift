@@ -33,7 +33,7 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
         if let bytes = request.body, !bytes.isEmpty { stream.send(session.allocator.buffer(bytes: bytes)) }
         stream.endSending()
         submit(request, delegate: delegate, hasBody: !stream.outbound.isEmpty)
-        exchange.requestComplete = true
+        exchange.requestCompleted()
     }
 
     func sendHead(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate) {
@@ -41,11 +41,12 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     }
 
     private func submit(_ request: UpstreamRequest, delegate: UpstreamResponseDelegate, hasBody: Bool) {
-        exchange.begin(delegate, on: endpoint)
+        // An HTTP/2 stream never switches: a 101 on it is refused.
+        exchange.begin(delegate, on: endpoint, upgrade: nil)
         id = session.submit(self, HeaderBlock(request: request, scheme: session.scheme), hasBody: hasBody)
         // The session no longer takes streams (the upstream's GOAWAY came first): nothing went out.
         guard id > 0 else { return failed(.refusedStream("upstream \(upstream) takes no more streams on this connection")) }
-        exchange.requestWritten = true
+        exchange.written()
     }
 
     func sendBody(_ buffer: ByteBuffer) {
@@ -54,7 +55,7 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     }
 
     func sendEnd() {
-        exchange.requestComplete = true
+        exchange.requestCompleted()
         stream.endSending()
         resume()
     }
@@ -78,8 +79,8 @@ final class HTTP2UpstreamStream: UpstreamConnection, HTTP2BodySource {
     func startTunnel(_ tunnel: Tunnel) -> Bool { false }
 
     /// The stream closes by itself once both sides ended; it is reset if ours had not.
-    func responseEnded() {
-        if !exchange.requestComplete { close() }
+    func responseEnded(requestComplete: Bool) {
+        if !requestComplete { close() }
     }
 
     func close() {
