@@ -13,6 +13,7 @@ import Testing
 @Suite struct ClientExchangeTests {
     /// What a connection or stream was asked to do.
     final class RecordingClient: ClientSide {
+        var exchange = ExchangeStateMachine<LoopInstant>()
         let loop = EmbeddedEventLoop()
         var framing = RequestFraming.none
         var parts: [ResponsePart] = []
@@ -74,7 +75,7 @@ import Testing
         let client = RecordingClient()
         client.framing = .streamed
         let exchange = try Self.exchange(client)
-        #expect(exchange.headArrived(Self.head(.POST, "/e/x", [("Host", "h"), ("Transfer-Encoding", "chunked")])) == nil)
+        #expect(exchange.read(Self.head(.POST, "/e/x", [("Host", "h"), ("Transfer-Encoding", "chunked")])) == nil)
         exchange.bodyArrived(ByteBuffer(string: "12345"))
         #expect(client.parts.isEmpty)
         exchange.bodyArrived(ByteBuffer(string: "6789"))
@@ -83,7 +84,7 @@ import Testing
         #expect(client.ended == true)
         // What still comes is not a request any more.
         exchange.bodyArrived(ByteBuffer(string: "more"))
-        #expect(exchange.requestEnded() == nil)
+        #expect(exchange.readEnd() == nil)
         #expect(client.parts.count == 2)
         #expect(exchange.record.log.route == "echo" && exchange.record.log.bytes == client.body.utf8.count)
     }
@@ -92,7 +93,7 @@ import Testing
         let client = RecordingClient()
         client.framing = .length(6)
         let exchange = try Self.exchange(client)
-        _ = exchange.headArrived(Self.head(.POST, "/e/x", [("Host", "h"), ("Content-Length", "6")]))
+        _ = exchange.read(Self.head(.POST, "/e/x", [("Host", "h"), ("Content-Length", "6")]))
         exchange.bodyArrived(ByteBuffer(string: "abc"))
         #expect(client.wakes.last == client.loop.now + .seconds(5))
         client.loop.advanceTime(by: .milliseconds(4900))
@@ -108,7 +109,7 @@ import Testing
         let client = RecordingClient()
         client.framing = .length(10)
         let exchange = try Self.exchange(client)
-        let start = try #require(exchange.headArrived(Self.head(.PUT, "/p/doc", [("Host", "h"), ("Content-Length", "010")])))
+        let start = try #require(exchange.read(Self.head(.PUT, "/p/doc", [("Host", "h"), ("Content-Length", "010")])))
         #expect(start.call.streams && start.call.route.config.name == "pass")
         // One canonical length goes upstream (the framing, not a field); the body is the runner's to read, when a connection takes it.
         #expect(start.call.request.framing == .length(10) && !start.call.request.headers.contains("Content-Length"))
@@ -120,8 +121,8 @@ import Testing
     @Test func theEchoAnswersInPlaceAsOneTryOfItsRoute() throws {
         let client = RecordingClient()
         let exchange = try Self.exchange(client)
-        #expect(exchange.headArrived(Self.head(.GET, "/e/a?x=1", [("Host", "h"), ("X-Request-Id", "abc")])) == nil)
-        #expect(exchange.requestEnded() == nil)
+        #expect(exchange.read(Self.head(.GET, "/e/a?x=1", [("Host", "h"), ("X-Request-Id", "abc")])) == nil)
+        #expect(exchange.readEnd() == nil)
         #expect(client.status == 200 && client.body.contains(#""path":"/e/a""#), "\(client.body)")
         #expect(client.ended == false)
         #expect(exchange.record.log.tries == 1 && exchange.record.log.upstreamStatus == 200 && exchange.record.log.requestID == "abc")
@@ -132,11 +133,25 @@ import Testing
     @Test func aMalformedRequestAfterAnAnswerIsAnsweredAndLoggedAsItsOwn() throws {
         let client = RecordingClient()
         let exchange = try Self.exchange(client)
-        _ = exchange.headArrived(Self.head(.GET, "/e/a", [("Host", "h")]))
-        _ = exchange.requestEnded()
+        _ = exchange.read(Self.head(.GET, "/e/a", [("Host", "h")]))
+        _ = exchange.readEnd()
         client.parts = []
         exchange.malformed(.malformed(HTTP1ParseError.malformed("bad chunk size")))
         #expect(client.status == 400 && client.ended == true, "\(client.parts)")
         #expect(exchange.record.log.method == "" && exchange.record.log.route == "-" && exchange.record.log.tries == 0)
+    }
+}
+
+extension ClientExchange {
+    /// A request head as a connection's machine reads it: the exchange
+    /// moves first, then the call's side sees the head.
+    fileprivate func read(_ head: consuming RequestHead) -> Start? {
+        exchange.requestHead()
+        return headArrived(head)
+    }
+
+    fileprivate func readEnd() -> Start? {
+        exchange.requestEnded()
+        return requestEnded()
     }
 }

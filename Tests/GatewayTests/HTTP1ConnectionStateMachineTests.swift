@@ -1,3 +1,4 @@
+import NIOCore
 import Testing
 @testable import Gateway
 
@@ -9,18 +10,19 @@ import Testing
         #expect(machine.acceptsRequestParts)  // its own body
         machine.requestEnded()
         #expect(!machine.acceptsRequestParts)  // the next request waits
-        let action = machine.responseEnded(close: false, unreadInput: true)
-        #expect(action == .parse && machine.readsRequests && machine.acceptsRequestParts && machine.state == .idle(inputEnded: false))
+        let action = machine.answered(close: false, unreadInput: true)
+        #expect(action == .parse && machine.readsRequests && machine.acceptsRequestParts && machine.state == .open(inputEnded: false) && machine.exchange.phase == .awaitingHead)
     }
 
     @Test func anAnswerBeforeItsRequestEndedKeepsReadingTheBody() {
         var machine = HTTP1ConnectionStateMachine()
         machine.requestHead()
         // Refused early (413), the body still coming: read to its end, then idle.
-        _ = machine.responseEnded(close: false, unreadInput: true)
-        #expect(machine.acceptsRequestParts && machine.state == .exchanging(reading: true, responding: false, inputEnded: false))
+        _ = machine.answered(close: false, unreadInput: true)
+        #expect(machine.acceptsRequestParts && machine.state == .open(inputEnded: false)
+                && machine.exchange.phase == .exchanging(reading: true, responding: false, logged: false))
         machine.requestEnded()
-        #expect(machine.state == .idle(inputEnded: false))
+        #expect(machine.state == .open(inputEnded: false) && machine.exchange.phase == .awaitingHead)
     }
 
     @Test func aHalfClosedClientWithACallInFlightIsNotClosedUnderIt() {
@@ -28,9 +30,9 @@ import Testing
         machine.requestHead()
         machine.requestEnded()
         _ = machine.inputEnded(midRequest: false)
-        #expect(machine.state == .exchanging(reading: false, responding: true, inputEnded: true))
+        #expect(machine.state == .open(inputEnded: true) && machine.exchange.phase == .exchanging(reading: false, responding: true, logged: false))
         let busy = machine.idleAfterParse()
-        _ = machine.responseEnded(close: false, unreadInput: false)
+        _ = machine.answered(close: false, unreadInput: false)
         let idle = machine.idleAfterParse()
         #expect(busy == .none && idle == .closeAfterWrites)
     }
@@ -40,7 +42,7 @@ import Testing
         let paused = machine.callWantsInput(false)
         let tooMuch = machine.waiting(tooMuch: true)
         #expect(paused && !tooMuch && !machine.readOpen)
-        let action = machine.responseEnded(close: true, unreadInput: true)
+        let action = machine.answered(close: true, unreadInput: true)
         #expect(action == .lingerAfterWrites && !machine.readsRequests && machine.readOpen)
     }
 
@@ -48,7 +50,7 @@ import Testing
         var machine = HTTP1ConnectionStateMachine()
         machine.requestHead()
         machine.requestEnded()
-        let action = machine.responseEnded(close: true, unreadInput: false)
+        let action = machine.answered(close: true, unreadInput: false)
         // A request pipelined behind the closing answer is never handed on.
         #expect(action == .closeAfterWrites && !machine.readsRequests && !machine.acceptsRequestParts)
     }
@@ -57,7 +59,7 @@ import Testing
         var machine = HTTP1ConnectionStateMachine()
         machine.requestHead()
         machine.malformed()
-        let action = machine.responseEnded(close: true, unreadInput: true)
+        let action = machine.answered(close: true, unreadInput: true)
         #expect(action == .lingerAfterWrites && machine.state == .discarding)
     }
 
@@ -66,11 +68,11 @@ import Testing
         let ended = machine.inputEnded(midRequest: false)
         #expect(ended == .parse)
         // Closing need not linger: the client sends nothing more.
-        let response = machine.responseEnded(close: true, unreadInput: true)
+        let response = machine.answered(close: true, unreadInput: true)
         #expect(response == .closeAfterWrites)
         var pipelined = HTTP1ConnectionStateMachine()
         _ = pipelined.inputEnded(midRequest: false)
-        let kept = pipelined.responseEnded(close: false, unreadInput: true)
+        let kept = pipelined.answered(close: false, unreadInput: true)
         let idle = pipelined.idleAfterParse()
         let again = pipelined.idleAfterParse()
         #expect(kept == .parse && idle == .closeAfterWrites && again == .none)
@@ -111,7 +113,7 @@ import Testing
         var answered = HTTP1ConnectionStateMachine()
         answered.requestHead()
         _ = answered.callWantsInput(false)
-        let action = answered.responseEnded(close: false, unreadInput: true)
+        let action = answered.answered(close: false, unreadInput: true)
         #expect(action == .parse && answered.readOpen && answered.acceptsRequestParts)
         // Bytes waiting behind an answer still hold the gate: only the call's reason goes.
         var full = HTTP1ConnectionStateMachine()
@@ -120,5 +122,14 @@ import Testing
         _ = full.waiting(tooMuch: true)
         let still = full.requestEnded()
         #expect(!still && !full.readOpen)
+    }
+}
+
+extension HTTP1ConnectionStateMachine {
+    /// An answer ends as the call's side ends it: its exchange first
+    /// (`ClientExchange.finishExchange`), then the connection.
+    fileprivate mutating func answered(close: Bool, unreadInput: Bool) -> Action {
+        _ = exchange.responseEnded(keepAlive: !close, now: LoopInstant(deadline: .uptimeNanoseconds(0)), idleTimeout: nil)
+        return responseEnded(close: close, unreadInput: unreadInput)
     }
 }

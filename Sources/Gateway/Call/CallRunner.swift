@@ -358,11 +358,7 @@ final class CallRunner: UpstreamResponseDelegate, PoolWaiter {
         downstream.record.trySent(tries: tries, to: connection.peerAddress, now: now)
         if let perTryTimeout { call.perTryTimer = schedule(in: perTryTimeout) { $0.perTryTimerFired(token) } }
         guard let streamed else { return connection.send(call.request, delegate: self) }
-        connection.sendHead(call.request, delegate: self)
-        // The connection may have failed inside that write, ending the try.
-        guard machine.isCurrent(token) else { return }
-        for buffer in streamed.pending { connection.sendBody(buffer) }
-        if streamed.end { connection.sendEnd() }
+        guard connection.sendStreamed(call.request, parts: streamed.pending, end: streamed.end, delegate: self) else { return }
         // A body read whole leaves nothing to hold back: an HTTP/2 stream credits what it received
         // (an HTTP/1.1 connection's machine lifted its pause at the body's end).
         if streamed.end || connection.isWritable { client.setReading(true) }

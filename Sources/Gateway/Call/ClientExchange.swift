@@ -17,8 +17,12 @@ final class ClientExchange {
     var listener: ListenerContext { loopContext.listener }
     /// Where answers go.
     let client: any ClientSide
-    /// Where the connection or stream is between requests and responses.
-    var exchange = ExchangeStateMachine<LoopInstant>()
+    /// Where the connection or stream is between requests and responses:
+    /// its machine's, the one value both sides move.
+    var exchange: ExchangeStateMachine<LoopInstant> {
+        get { client.exchange }
+        set { client.exchange = newValue }
+    }
     /// Request ids, endpoints and span ids come from this: no syscall per call.
     var random: SplitMix64
     /// What the exchange leaves behind: access line, spans, route metrics.
@@ -130,7 +134,6 @@ final class ClientExchange {
     }
 
     private func begin(_ head: RequestHead) {
-        exchange.requestHead()
         loopContext.update(slot.listener)
         record.start(head, at: now, client: client.peerAddress, proto: protocolName(head.version), readsUserAgent: listener.accessLog != nil)
     }
@@ -167,7 +170,6 @@ final class ClientExchange {
     /// The request ended: a buffered one becomes its call (or the echo's
     /// answer, or a problem when its upstream request cannot be made).
     func requestEnded() -> Start? {
-        exchange.requestEnded()
         guard let head = head.take() else { return nil }
         return buffered(head)
     }

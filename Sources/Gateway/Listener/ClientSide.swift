@@ -11,6 +11,11 @@ protocol ClientSide: AnyObject {
     /// Whether the client can take more of the response now.
     var isWritable: Bool { get }
     var isActive: Bool { get }
+    /// Where its exchange is (waiting for a head, a request read, its
+    /// answer written) and the client-side waits: kept in the connection's
+    /// (HTTP/1.1) or the stream's (HTTP/2) machine, which moves it as
+    /// requests are read; the call's side moves it as answers are written.
+    var exchange: ExchangeStateMachine<LoopInstant> { get set }
     /// The peer's address as text, formatted once per connection.
     var peerAddress: String { get }
     /// The address the client connected to, `host:port` (the authority an

@@ -65,6 +65,19 @@ protocol UpstreamConnection: AnyObject {
 }
 
 extension UpstreamConnection {
+    /// Sends a request whose body follows its head as `parts` (the buffers
+    /// it is already in) and, when `end`, its end; more may follow by
+    /// `sendBody`. Returns false when the connection failed inside the head's
+    /// write, which ended the try (its delegate was told): nothing more goes.
+    /// The one way both a client's call and the gateway's own calls stream.
+    func sendStreamed(_ request: UpstreamRequest, parts: some Sequence<ByteBuffer>, end: Bool, delegate: UpstreamResponseDelegate) -> Bool {
+        sendHead(request, delegate: delegate)
+        guard exchange.delegate === delegate else { return false }
+        for part in parts { sendBody(part) }
+        if end { sendEnd() }
+        return true
+    }
+
     /// A part of the response arrived.
     func received(_ part: consuming ResponsePart) {
         guard let delegate = exchange.delegate else { return }

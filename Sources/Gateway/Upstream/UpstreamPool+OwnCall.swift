@@ -20,12 +20,7 @@ extension UpstreamPool {
             if let parts {
                 var request = request
                 request.framing = .length(parts.reduce(0) { $0 + $1.readableBytes })
-                connection.sendHead(request, delegate: response)
-                // The connection may have failed inside that write, ending the exchange.
-                if !response.isDone {
-                    for part in parts { connection.sendBody(part) }
-                    connection.sendEnd()
-                }
+                _ = connection.sendStreamed(request, parts: parts, end: true, delegate: response)
             } else {
                 connection.send(request, delegate: response)
             }
@@ -62,7 +57,7 @@ final class BufferedResponse: UpstreamResponseDelegate {
     private let maxBodyBytes: Int
     private var head: ResponseHead?
     private var body: [UInt8] = []
-    private(set) var isDone = false
+    private var isDone = false
 
     init(promise: EventLoopPromise<Contents>, maxBodyBytes: Int) {
         self.promise = promise

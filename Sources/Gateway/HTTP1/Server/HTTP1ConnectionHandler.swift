@@ -202,6 +202,10 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     // MARK: ClientSide
 
     var carriesOneExchange: Bool { false }
+    var exchange: ExchangeStateMachine<LoopInstant> {
+        get { state.exchange }
+        set { state.exchange = newValue }
+    }
     var isWritable: Bool { context != nil && writable }
     var isActive: Bool { context?.channel.isActive ?? false }
     lazy var peerAddress = context?.channel.remoteAddress?.ipAddress ?? "unknown"

@@ -1,19 +1,19 @@
-/// The byte side of one HTTP/1.1 client connection as a value: where its
-/// exchange is (a request read, its answer written), whether the client
-/// still sends, whether the channel reads at all (back-pressure), and how
-/// the connection ends — at once, once its writes are out, or lingering
-/// (nginx's lingering close). Keep-alive and pipelining follow from it: the
-/// next request is read only once the answer before it ended.
+/// The byte side of one HTTP/1.1 client connection as a value: whether it
+/// reads requests at all (after a malformed one, or while closing, input is
+/// dropped), whether the client still sends, whether the channel reads
+/// (back-pressure), and how the connection ends — at once, once its writes
+/// are out, or lingering (nginx's lingering close). Where its exchange is
+/// (waiting for a head, a request read, its answer written) is the embedded
+/// `ExchangeStateMachine`, the one the call's side (`ClientExchange`) moves
+/// through `ClientSide.exchange`, as async-http-client embeds its request's
+/// machine in its connection's. Keep-alive and pipelining follow from it:
+/// the next request is read only once the answer before it ended.
 struct HTTP1ConnectionStateMachine: Sendable {
     enum State: Hashable, Sendable {
-        /// Waiting for a request head: the first, or the next on a kept-alive
-        /// connection. `inputEnded`: the client closed its sending side (RFC
-        /// 9112 section 9.6); what it sent is still read and answered, then
-        /// the connection closes.
-        case idle(inputEnded: Bool)
-        /// A request head was read. `reading`: its body has not ended;
-        /// `responding`: its answer has not.
-        case exchanging(reading: Bool, responding: Bool, inputEnded: Bool)
+        /// Requests are read. `inputEnded`: the client closed its sending
+        /// side (RFC 9112 section 9.6); what it sent is still read and
+        /// answered, then the connection closes.
+        case open(inputEnded: Bool)
         /// Input is dropped: after a malformed request, or while the
         /// connection closes or lingers.
         case discarding
@@ -40,7 +40,9 @@ struct HTTP1ConnectionStateMachine: Sendable {
         static let waiting = Pauses(rawValue: 2)
     }
 
-    private(set) var state = State.idle(inputEnded: false)
+    private(set) var state = State.open(inputEnded: false)
+    /// Where the exchange is, and the client-side waits.
+    var exchange = ExchangeStateMachine<LoopInstant>()
     private var pauses: Pauses = []
 
     var readsRequests: Bool { state != .discarding }
@@ -48,19 +50,21 @@ struct HTTP1ConnectionStateMachine: Sendable {
     /// Whether the next request part is handed to the call: its own body
     /// is, a pipelined request waits until the answer before it ended.
     var acceptsRequestParts: Bool {
-        switch state {
-        case .idle: true
+        guard state != .discarding else { return false }
+        return switch exchange.phase {
+        case .awaitingHead: true
         case .exchanging(let reading, let responding, _): reading || !responding
-        case .discarding: false
+        case .closed: false
         }
     }
+
 
     /// Whether the channel reads.
     var readOpen: Bool { pauses.isEmpty }
 
     /// A request head was read (before the call sees it: it may be answered at once).
     mutating func requestHead() {
-        if case .idle(let inputEnded) = state { state = .exchanging(reading: true, responding: true, inputEnded: inputEnded) }
+        if case .open = state, exchange.isIdle { exchange.requestHead() }
     }
 
     /// The request's end was read: the call has none of its body left to
@@ -68,8 +72,8 @@ struct HTTP1ConnectionStateMachine: Sendable {
     /// the read gate changed.
     @discardableResult
     mutating func requestEnded() -> Bool {
-        guard case .exchanging(true, let responding, let inputEnded) = state else { return false }
-        state = responding ? .exchanging(reading: false, responding: true, inputEnded: inputEnded) : .idle(inputEnded: inputEnded)
+        guard case .exchanging(reading: true, _, _) = exchange.phase else { return false }
+        exchange.requestEnded()
         return pause(.call, false)
     }
 
@@ -79,39 +83,32 @@ struct HTTP1ConnectionStateMachine: Sendable {
     /// The client stopped sending. `midRequest`: part of a request was read
     /// (it can never complete now).
     mutating func inputEnded(midRequest: Bool) -> Action {
-        switch state {
-        case .idle where !midRequest:
-            state = .idle(inputEnded: true)
-            return .parse
-        case .exchanging(let reading, let responding, _) where !midRequest:
-            state = .exchanging(reading: reading, responding: responding, inputEnded: true)
-            return .parse
-        case .idle, .exchanging, .discarding:
+        guard case .open = state, !midRequest else {
             state = .discarding
             return .close
         }
+        state = .open(inputEnded: true)
+        return .parse
     }
 
     /// A pass over the waiting bytes ended: with nothing in flight, a client
     /// that stopped sending has had all its answers.
     mutating func idleAfterParse() -> Action {
-        guard state == .idle(inputEnded: true) else { return .none }
+        guard state == .open(inputEnded: true), exchange.isIdle else { return .none }
         state = .discarding
         return .closeAfterWrites
     }
 
-    /// A response ended. `unreadInput`: the client may still be sending (a
+    /// A response ended (the exchange has heard of it: `ClientExchange`
+    /// ends it first). `unreadInput`: the client may still be sending (a
     /// request or body not read to its end); closing with bytes unread would
     /// reset the connection, and the reset can destroy the response before
     /// the client reads it — so the connection lingers.
     mutating func responseEnded(close: Bool, unreadInput: Bool) -> Action {
         let inputEnded: Bool
         switch state {
-        case .idle(let ended):
+        case .open(let ended):
             inputEnded = ended
-        case .exchanging(let reading, _, let ended):
-            inputEnded = ended
-            if !close { state = reading ? .exchanging(reading: true, responding: false, inputEnded: ended) : .idle(inputEnded: ended) }
             // The call is over: the rest of its body is read (and dropped), never held back by it.
             pauses.remove(.call)
         case .discarding:

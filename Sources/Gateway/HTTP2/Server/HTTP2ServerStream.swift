@@ -40,6 +40,10 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     var localAuthority: String { "" }
     var connectionFacts: ConnectionFacts { connection.connectionFacts }
     var carriesOneExchange: Bool { true }
+    var exchange: ExchangeStateMachine<LoopInstant> {
+        get { machine.exchange }
+        set { machine.exchange = newValue }
+    }
     /// An extended CONNECT's upstream switched: DATA that came before goes through first.
     func startTunnel(_ tunnel: Tunnel) -> Bool {
         guard let (early, consume) = machine.switched() else { return false }

@@ -84,6 +84,9 @@ struct HTTP2ServerStreamStateMachine {
     private(set) var state = State.receivingHeaders
     /// The answer's body queue and the request's flow control.
     private(set) var flow = HTTP2StreamState()
+    /// The exchange as the call's side sees it (its waits, its record
+    /// written once): moved here as the request is read.
+    var exchange = ExchangeStateMachine<LoopInstant>()
 
     var isOpen: Bool {
         if case .closed = state { false } else { true }
@@ -107,6 +110,9 @@ struct HTTP2ServerStreamStateMachine {
     /// being told (a block refused whole).
     mutating func headersEnded(connect: Bool, ended: Bool = false) {
         guard case .receivingHeaders = state else { return }
+        exchange.requestHead()
+        // An extended CONNECT's HTTP request is its head alone.
+        if connect || ended { exchange.requestEnded() }
         guard connect else { return state = .exchanging(ended ? .ended : .reading, .pending) }
         state = .awaitingSwitch(early: [], .pending)
         // What comes before the switch is kept unconsumed: the stream's
@@ -141,9 +147,11 @@ struct HTTP2ServerStreamStateMachine {
         switch state {
         case .exchanging(.reading, let response):
             state = .exchanging(.ended, response)
+            exchange.requestEnded()
             return .tellCall
         case .exchanging(.lingering, let response):
             state = .exchanging(.ended, response)
+            exchange.requestEnded()
             return .none
         case .awaitingSwitch:
             return .cancel
