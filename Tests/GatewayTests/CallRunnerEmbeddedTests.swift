@@ -224,6 +224,35 @@ import Testing
         #expect(gateway.upstreams.count == 1)
     }
 
+    /// RFC 8441 over HTTP/2: DATA sent on an extended CONNECT's stream
+    /// before the upstream switched waits for the switch (never in the
+    /// upgrade request), then reaches the upstream first and once.
+    @Test func dataSentAheadOfAnHTTP2SwitchWaitsForItThenGoesThroughOnce() throws {
+        let gateway = try EmbeddedGateway(Self.yaml, http2: true)
+        try gateway.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + String(decoding: NGHTTP2Client.frame(type: 0x4, flags: 0, stream: 0, payload: []), as: UTF8.self))
+        let block = EmbeddedHandlerTests.headerBlock([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"), (":authority", "h"),
+                                                      (":path", "/ws"), ("sec-websocket-version", "13")])
+        // END_HEADERS, not END_STREAM: the stream stays open for the tunnel; DATA follows at once.
+        try gateway.client.writeInbound(ByteBuffer(bytes: NGHTTP2Client.frame(type: 0x1, flags: 0x4, stream: 1, payload: block)
+                                                   + NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 1, payload: Array("\u{81}\u{05}early".utf8))))
+        gateway.loop.run()
+        let sent = try gateway.request(0)
+        #expect(sent.hasPrefix("GET /ws HTTP/1.1\r\n") && sent.contains("Upgrade: websocket\r\n") && sent.hasSuffix("\r\n\r\n")
+                && !sent.contains("early"), "\(sent)")
+        try gateway.respond(0, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: x\r\n\r\n")
+        #expect(try gateway.request(0) == "\u{81}\u{05}early")
+        var out: [UInt8] = []
+        while let buffer = try gateway.client.readOutbound(as: ByteBuffer.self) { out += Array(buffer.readableBytesView) }
+        let frames = EmbeddedHandlerTests.frames(out)
+        // The switch is a 200 on the stream (HPACK static index 8: `:status: 200`), which stays open.
+        let heads = frames.filter { $0.type == 0x1 && $0.stream == 1 }
+        #expect(heads.count == 1 && heads.first?.payload.first == 0x88 && heads.first.map { $0.flags & 0x1 == 0 } == true)
+        try gateway.client.writeInbound(ByteBuffer(bytes: NGHTTP2Client.frame(type: 0x0, flags: 0, stream: 1, payload: Array("\u{81}\u{04}next".utf8))))
+        gateway.loop.run()
+        #expect(try gateway.request(0) == "\u{81}\u{04}next")
+        #expect(gateway.upstreams.count == 1 && !frames.contains { $0.type == 0x3 })
+    }
+
     /// The first call's per-try timer (1 s) would fire 200 ms into the second
     /// call, had it outlived its call: each is answered once, on one try.
     @Test(arguments: ["once", "twice"]) func twoSlowCallsInARowOnOneConnectionAreEachAnsweredOnce(_ route: String) throws {
