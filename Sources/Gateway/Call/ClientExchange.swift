@@ -21,7 +21,8 @@ final class ClientExchange {
     /// its machine's, the one value both sides move.
     var exchange: ExchangeStateMachine<LoopInstant> {
         get { client.exchange }
-        set { client.exchange = newValue }
+        // In place: every event of a call moves it, and a copy out and back costs each time.
+        _modify { yield &client.exchange }
     }
     /// Request ids, endpoints and span ids come from this: no syscall per call.
     var random: SplitMix64

@@ -204,7 +204,7 @@ final class HTTP1ConnectionHandler: ChannelInboundHandler, ClientSide, NIOSchedu
     var carriesOneExchange: Bool { false }
     var exchange: ExchangeStateMachine<LoopInstant> {
         get { state.exchange }
-        set { state.exchange = newValue }
+        _modify { yield &state.exchange }
     }
     var isWritable: Bool { context != nil && writable }
     var isActive: Bool { context?.channel.isActive ?? false }

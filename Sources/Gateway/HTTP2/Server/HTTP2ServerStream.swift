@@ -42,7 +42,7 @@ final class HTTP2ServerStream: ClientSide, HTTP2BodySource {
     var carriesOneExchange: Bool { true }
     var exchange: ExchangeStateMachine<LoopInstant> {
         get { machine.exchange }
-        set { machine.exchange = newValue }
+        _modify { yield &machine.exchange }
     }
     /// An extended CONNECT's upstream switched: DATA that came before goes through first.
     func startTunnel(_ tunnel: Tunnel) -> Bool {

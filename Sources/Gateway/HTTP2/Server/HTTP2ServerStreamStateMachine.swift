@@ -36,11 +36,13 @@ struct HTTP2ServerStreamStateMachine {
 
     /// The answer's head: none yet, held until a flush (so an answer known
     /// whole goes as HEADERS with END_STREAM, and no empty DATA), or handed
-    /// to libnghttp2. Its trailers wait for its last DATA.
-    enum Response {
+    /// to libnghttp2. (The held head and the trailers are the answer's
+    /// bytes waiting to go, kept with its body in `outbound`: the state
+    /// stays small, copied by value on every event.)
+    enum Response: Hashable {
         case pending
-        case held(ResponseHead, trailers: HTTPHeaders?)
-        case submitted(trailers: HTTPHeaders?)
+        case held
+        case submitted
     }
 
     /// Where a DATA frame's bytes go.
@@ -84,6 +86,8 @@ struct HTTP2ServerStreamStateMachine {
     private(set) var state = State.receivingHeaders
     /// The answer's body queue and the request's flow control.
     private(set) var flow = HTTP2StreamState()
+    /// The held head, and the trailers until the answer's last DATA.
+    private var outbound: (head: ResponseHead?, trailers: HTTPHeaders?) = (nil, nil)
     /// The exchange as the call's side sees it (its waits, its record
     /// written once): moved here as the request is read.
     var exchange = ExchangeStateMachine<LoopInstant>()
@@ -185,14 +189,19 @@ struct HTTP2ServerStreamStateMachine {
             var accepted = head
             accepted.status = .ok
             for name in ["Upgrade", "Connection", "Sec-WebSocket-Accept"] { accepted.headers.remove(name) }
-            setResponse(.held(accepted, trailers: nil))
+            hold(accepted)
             return nil
         }
         // HTTP/2 has no 101 (RFC 9113 §8.1): only a CONNECT's switch, above, answers one.
         guard head.status.code != 101 else { return nil }
         guard head.status.code >= 200 else { return head }
-        setResponse(.held(head, trailers: nil))
+        hold(head)
         return nil
+    }
+
+    private mutating func hold(_ head: ResponseHead) {
+        outbound.head = head
+        setResponse(.held)
     }
 
     private var isConnect: Bool {
@@ -209,13 +218,7 @@ struct HTTP2ServerStreamStateMachine {
 
     /// The answer's end, with its trailers.
     mutating func writeEnd(trailers: HTTPHeaders?) -> ResponseEndAction {
-        if let trailers, isOpen, !responseEnded {
-            switch response {
-            case .held(let head, _): setResponse(.held(head, trailers: trailers))
-            case .submitted: setResponse(.submitted(trailers: trailers))
-            case .pending, nil: break
-            }
-        }
+        if let trailers, isOpen, !responseEnded, response == .held || response == .submitted { outbound.trailers = trailers }
         return responseEnded(close: false)
     }
 
@@ -239,9 +242,10 @@ struct HTTP2ServerStreamStateMachine {
     /// the whole answer is a head), or more body for a deferred stream.
     mutating func submit() -> SubmitAction {
         switch response {
-        case .held(let head, let trailers):
-            setResponse(.submitted(trailers: trailers))
-            return .submit(head, body: !(responseEnded && flow.outbound.isEmpty && trailers == nil))
+        case .held:
+            setResponse(.submitted)
+            guard let head = outbound.head.take() else { return .none }
+            return .submit(head, body: !(responseEnded && flow.outbound.isEmpty && outbound.trailers == nil))
         case .submitted where !flow.outbound.isEmpty || responseEnded:
             return flow.resumeNeeded() ? .resume : .none
         case .submitted, .pending, nil:
@@ -253,9 +257,8 @@ struct HTTP2ServerStreamStateMachine {
     /// was read and, with the last bytes, the trailers to send after them.
     mutating func read(into buffer: UnsafeMutableRawBufferPointer) -> (HTTP2StreamState.Read, trailers: HTTPHeaders?) {
         let read = flow.read(into: buffer)
-        guard case .bytes(_, end: true) = read, case .submitted(let trailers?) = response else { return (read, nil) }
-        setResponse(.submitted(trailers: nil))
-        return (read, trailers)
+        guard case .bytes(_, end: true) = read, response == .submitted else { return (read, nil) }
+        return (read, outbound.trailers.take())
     }
 
     /// The linger time is over. Returns whether the stream is to be reset
@@ -269,6 +272,7 @@ struct HTTP2ServerStreamStateMachine {
     mutating func cancel() -> Bool {
         guard isOpen, !(responseEnded && requestDone) else { return false }
         flow.cancel()
+        outbound = (nil, nil)
         state = .closed
         return true
     }
@@ -278,6 +282,7 @@ struct HTTP2ServerStreamStateMachine {
     /// count against the connection's window.
     mutating func closed() -> Int {
         state = .closed
+        outbound = (nil, nil)
         return flow.closed()
     }
 
