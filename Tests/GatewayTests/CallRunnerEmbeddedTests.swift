@@ -168,6 +168,24 @@ import Testing
         #expect(try gateway.answer().hasSuffix("\r\n\r\nme"))
     }
 
+    /// The gateway's own call (here the token refresh) is one try on the
+    /// client's path: a connection that comes after its deadline is not
+    /// used, so no request goes out late.
+    @Test func anOwnCallsConnectionThatComesAfterItsDeadlineCarriesNothing() throws {
+        let gateway = try EmbeddedGateway(Self.yaml)
+        try gateway.get("/t/me")
+        gateway.holdConnects(1)
+        try gateway.respond(0, Self.ok("", status: "401 Unauthorized"))
+        try #require(gateway.upstreams.count == 2)
+        // The route's 60 s default: the refresh and the call time out together.
+        gateway.advance(.seconds(61))
+        let answer = try gateway.answer()
+        #expect(answer.hasPrefix("HTTP/1.1 50"), "\(answer)")
+        gateway.completeHeldConnects()
+        #expect(try gateway.request(1).isEmpty)
+        #expect(gateway.upstreams.count == 2)
+    }
+
     @Test func aClientThatLeavesMidAnswerTakesTheUpstreamConnectionWithIt() throws {
         let gateway = try EmbeddedGateway(Self.yaml)
         try gateway.get("/p/big")

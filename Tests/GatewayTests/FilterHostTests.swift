@@ -31,7 +31,7 @@ import WasmKit
     func vm(_ wat: String = WasmFilter.wat(""), configuration: String = "cfg", maxMemory: Int = 1 << 20,
             environment: [(name: String, value: String)] = [], ticks: NIOLockedValueBox<[Duration]>? = nil,
             engine: FilterTests.Engine = .interpreter,
-            httpCall: ((FilterHTTPCall, @escaping (Result<BufferedResponse.Contents, any Error>) -> Void) -> Bool)? = nil) throws -> FilterVM {
+            httpCall: ((FilterHTTPCall, @escaping (Result<OwnCall.Contents, any Error>) -> Void) -> Bool)? = nil) throws -> FilterVM {
         let bytes = try wat2wasm(wat)
         var filter = FilterConfig(name: "t", wasm: "t.wasm", configuration: Array(configuration.utf8), rootID: "root-1", failOpen: false,
                                   fuel: 1_000_000, maxMemory: maxMemory, environment: environment, module: try FilterModule(bytes: bytes))

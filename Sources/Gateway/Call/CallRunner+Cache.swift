@@ -184,7 +184,7 @@ extension CallRunner {
             }
     }
 
-    private static func refreshedAnswer(_ contents: BufferedResponse.Contents, fill: ResponseCache.Fill, route: Route, cached: CallCache,
+    private static func refreshedAnswer(_ contents: OwnCall.Contents, fill: ResponseCache.Fill, route: Route, cached: CallCache,
                                         limit: Int) -> StoredAnswer? {
         let now = HTTPDate.now()
         if contents.status == 304, let stale = fill.stale {

@@ -10,7 +10,7 @@ struct FilterServices {
     let shared: FilterSharedState
     /// Sends a filter's HTTP call to the named upstream and reports its answer
     /// (false: there is no such upstream, or calls are not made here).
-    var httpCall: ((FilterHTTPCall, @escaping (Result<BufferedResponse.Contents, any Error>) -> Void) -> Bool)?
+    var httpCall: ((FilterHTTPCall, @escaping (Result<OwnCall.Contents, any Error>) -> Void) -> Bool)?
     /// Calls `tick` every `period` until the VM is gone.
     var scheduleTick: ((FilterVM, Duration) -> Void)?
     /// Whether calls are real (the daemon) or described (`explain`).

@@ -23,7 +23,7 @@ extension FilterVM {
     static let maxHTTPCalls = 64
     static let maxHTTPCallsPerContext = 8
 
-    private func httpCallAnswered(_ id: UInt32, context: UInt32, _ result: Result<BufferedResponse.Contents, any Error>) {
+    private func httpCallAnswered(_ id: UInt32, context: UInt32, _ result: Result<OwnCall.Contents, any Error>) {
         guard httpCalls.removeValue(forKey: id) != nil, broken == nil else { return }
         // The call may have ended meanwhile: its context is gone, the root hears of it anyway.
         let exchange = exchanges[context]

@@ -19,14 +19,15 @@ protocol PoolWaiter: AnyObject {
 extension UpstreamPool {
     /// A connection for a try on `endpoint`: an idle pooled one at once (no
     /// waiter closure to allocate), else `waiter` hears back with the try's
-    /// `token`. Returns the circuit breaker that refused the wait (`max_pending`).
+    /// `token`. Returns the circuit breaker that refused the wait
+    /// (`max_pending`; not asked when `limited` is false: the gateway's own calls).
     func connection<Waiter: PoolWaiter>(to endpoint: Endpoint, of state: UpstreamState, now: NIODeadline, for waiter: Waiter,
-                                        token: Waiter.Token) -> String? {
+                                        token: Waiter.Token, limited: Bool = true) -> String? {
         if let connection = takeIdle(endpoint, now: now) {
             if !waiter.connectionReady(connection, token) { connection.giveBack() }
             return nil
         }
-        if let breaker = state.breakerOpen(waiting: true) { return breaker }
+        if limited, let breaker = state.breakerOpen(waiting: true) { return breaker }
         waiter.waits(on: state, token)
         let acquisition = acquire(state.config, endpoint: endpoint) { result in
             waiter.waitEnded(token)

@@ -15,10 +15,13 @@ final class EmbeddedGateway {
     let client: EmbeddedChannel
     private let opened: Opened
 
-    /// The upstream connections in the order they were opened; `refuse` fails the next connects.
+    /// The upstream connections in the order they were opened; `refuse`
+    /// fails the next connects, `hold` keeps the next ones pending until `held` runs.
     final class Opened: @unchecked Sendable {
         var channels: [EmbeddedChannel] = []
         var refuse = 0
+        var hold = 0
+        var held: [() -> Void] = []
     }
 
     init(_ yaml: String, http2: Bool = false) throws {
@@ -33,9 +36,16 @@ final class EmbeddedGateway {
             }
             let channel = EmbeddedChannel(loop: loop)
             opened.channels.append(channel)
-            return initialize(channel)
-                .flatMap { channel.connect(to: try! SocketAddress(ipAddress: "192.0.2.1", port: url.port)) }
-                .map { channel }
+            let connect = { () -> EventLoopFuture<Channel> in
+                initialize(channel)
+                    .flatMap { channel.connect(to: try! SocketAddress(ipAddress: "192.0.2.1", port: url.port)) }
+                    .map { channel as Channel }
+            }
+            guard opened.hold > 0 else { return connect() }
+            opened.hold -= 1
+            let promise = loop.makePromise(of: Channel.self)
+            opened.held.append { connect().cascade(to: promise) }
+            return promise.futureResult
         }
         let metrics = GatewayMetrics(factory: NOOPMetricsHandler.instance)
         let context = ListenerContext(config: config, router: Router(config: config, metrics: metrics),
@@ -52,6 +62,16 @@ final class EmbeddedGateway {
 
     /// The next `count` connects fail as a refused TCP connect does.
     func refuseConnects(_ count: Int) { opened.refuse = count }
+
+    /// The next `count` connects stay pending until `completeHeldConnects`.
+    func holdConnects(_ count: Int) { opened.hold = count }
+
+    func completeHeldConnects() {
+        let held = opened.held
+        opened.held = []
+        for connect in held { connect() }
+        loop.run()
+    }
 
     /// Bytes from the client.
     func send(_ text: String) throws {

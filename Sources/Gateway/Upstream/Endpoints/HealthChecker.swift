@@ -73,7 +73,7 @@ final class HealthChecker: Sendable {
     }
 
     /// Passed: the status is expected and no validator says fail or retry.
-    static func judge(_ result: Result<BufferedResponse.Contents, any Error>, check: HealthCheckConfig) -> (Bool, String) {
+    static func judge(_ result: Result<OwnCall.Contents, any Error>, check: HealthCheckConfig) -> (Bool, String) {
         switch result {
         case .failure(let error):
             return (false, "\(error)")
