@@ -6,8 +6,10 @@ import NIOHTTP1
 /// block, its request body, its answer — or, after an extended CONNECT
 /// (RFC 8441) the upstream switched, a tunnel. The request's and the
 /// answer's sides move apart (RFC 9113 §8.1: an answer may end before its
-/// request); both are in the state's cases, and the answer's bytes and the
-/// request's flow control in the embedded `HTTP2StreamState`.
+/// request); both are in the state's cases. What waits to go out (the
+/// held head, the body's queue, the trailers) and the request's flow
+/// control are kept beside them, the queue and flow control in the
+/// embedded `HTTP2StreamState`.
 struct HTTP2ServerStreamStateMachine {
     enum State {
         /// The request's header block is arriving.
@@ -37,8 +39,8 @@ struct HTTP2ServerStreamStateMachine {
     /// The answer's head: none yet, held until a flush (so an answer known
     /// whole goes as HEADERS with END_STREAM, and no empty DATA), or handed
     /// to libnghttp2. (The held head and the trailers are the answer's
-    /// bytes waiting to go, kept with its body in `outbound`: the state
-    /// stays small, copied by value on every event.)
+    /// bytes waiting to go, kept in `outbound` beside its body's queue: the
+    /// state stays small, and it is copied on every event.)
     enum Response: Hashable {
         case pending
         case held
