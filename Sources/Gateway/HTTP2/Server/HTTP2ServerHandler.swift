@@ -204,10 +204,10 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
         run(machine.quiesce(streamsOpen: !streams.isEmpty))
-        sendNow()
     }
 
-    /// Performs what the connection's machine decided.
+    /// Performs what the connection's machine decided; a frame it queues
+    /// goes out at once (a timer's wake-up that only re-arms writes nothing).
     private func run(_ action: HTTP2ConnectionStateMachine.Action) {
         guard let context else { return }
         switch action {
@@ -217,15 +217,15 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
             wake(at: when)
         case .ping(let when):
             session.ping()
+            sendNow()
             wake(at: when)
         case .sendNotice(let grace):
             session.shutdownNotice()
-            context.eventLoop.assumeIsolated().scheduleTask(in: grace) { [self] in
-                run(machine.graceEnded())
-                sendNow()
-            }
+            sendNow()
+            context.eventLoop.assumeIsolated().scheduleTask(in: grace) { [self] in run(machine.graceEnded()) }
         case .goAway:
             session.goAway(lastStream: session.lastProcessedStream, code: NGHTTP2_NO_ERROR, terminate: false)
+            sendNow()
         case .close:
             context.close(promise: nil)
         }
@@ -251,7 +251,6 @@ final class HTTP2ServerHandler: ChannelInboundHandler, NGHTTP2SessionDelegate, N
         timer.fired()
         for stream in streams.values { stream.runner?.deadlinePassed() }
         run(machine.timerFired(now: now, streamsOpen: !streams.isEmpty))
-        sendNow()
     }
 
     private func closeAll() {

@@ -151,19 +151,16 @@ struct HTTP2ServerStreamStateMachine {
     /// The request's END_STREAM.
     mutating func requestEnded() -> RequestEndAction {
         switch state {
-        case .exchanging(.reading, let response):
+        case .exchanging(let request, let response) where request != .ended:
             state = .exchanging(.ended, response)
             exchange.requestEnded()
-            return .tellCall
-        case .exchanging(.lingering, let response):
-            state = .exchanging(.ended, response)
-            exchange.requestEnded()
-            return .none
+            // A lingering stream's call has its answer already.
+            return request == .reading ? .tellCall : .none
         case .awaitingSwitch:
             return .cancel
         case .tunnel:
             return .closeTunnel
-        case .receivingHeaders, .exchanging(.ended, _), .closed:
+        case .receivingHeaders, .exchanging, .closed:
             return .none
         }
     }
