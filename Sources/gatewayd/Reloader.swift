@@ -57,6 +57,7 @@ actor Reloader {
             return .failed(["\(error)"])
         }
         loaded.withLock { $0 = next }
+        StartupPages.release()
         server.metrics.reloaded("ok")
         logger.notice("config reloaded", metadata: ["trigger": .string(trigger), "file": .string(file)])
         return .reloaded

@@ -86,6 +86,7 @@ struct ServingService: Service {
     func run() async throws {
         let config = reloader.current
         let addresses = try await server.start()
+        StartupPages.release()
         for (listener, address) in zip(config.listeners, addresses) {
             logger.notice("gatewayd \(GatewayVersion.current) listening on \(listener.tls == nil ? "http" : "https")://\(address.hostAndPort)")
         }
