@@ -491,23 +491,28 @@ try:
         upload_peak = status("VmHWM:")
         base_rss = rss_mib(gw)
         idle = []
-        for _ in range(1000):
-            c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
-            c.sendall(b"GET / HTTP/1.1\r\nHost: b\r\n\r\n")
-            idle.append(c)
+
+        def hold(count, opening):
+            for _ in range(count):
+                c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
+                c.sendall(opening)
+                idle.append(c)
+            # Held once gatewayd has accepted every one of them.
+            until(lambda: len(os.listdir(f"/proc/{gw.pid}/fd")) >= len(idle), 10, f"{len(idle)} connections accepted")
+            return settled(lambda: rss_mib(gw))
+
+        # A few of each first, so that the code they run is mapped before counting.
+        hold(20, b"GET / HTTP/1.1\r\nHost: b\r\n\r\n")
         preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-        for _ in range(100):
-            c = socket.create_connection(("127.0.0.1", ports["gatewayd"]))
-            c.sendall(preface)
-            idle.append(c)
-        # Held once gatewayd has accepted every one of them.
-        until(lambda: len(os.listdir(f"/proc/{gw.pid}/fd")) >= len(idle), 10, "1,100 connections accepted")
-        held_rss = settled(lambda: rss_mib(gw))
+        warm_rss = hold(20, preface)
+        h1_rss = hold(2000, b"GET / HTTP/1.1\r\nHost: b\r\n\r\n")
+        h2_rss = hold(500, preface)
         for c in idle:
             c.close()
-        print(f"\nMemory (gatewayd): at start {idle_rss['gatewayd']:.0f} MiB; 1 GiB streamed upload (status {upload}): peak "
-              f"{upload_peak:.0f} MiB, {upload_peak - before_upload:+.0f} MiB over the RSS before it; then {base_rss:.0f} MiB, "
-              f"and {held_rss:.0f} MiB holding 1,000 idle HTTP/1.1 + 100 HTTP/2 connections")
+        print(f"\nMemory (gatewayd): at start {idle_rss['gatewayd']:.1f} MiB; 1 GiB streamed upload (status {upload}): peak "
+              f"{upload_peak:.0f} MiB, {upload_peak - before_upload:+.0f} MiB over the RSS before it; then {base_rss:.1f} MiB; "
+              f"idle connections: {(h1_rss - warm_rss) * 1024 / 2000:.2f} KiB per HTTP/1.1 (2,000 held), "
+              f"{(h2_rss - h1_rss) * 1024 / 500:.2f} KiB per h2c (500 held), {h2_rss:.1f} MiB holding them")
 except BaseException:
     stop_all()
     print(f"logs kept in {work}", file=sys.stderr)

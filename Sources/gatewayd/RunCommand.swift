@@ -86,11 +86,11 @@ struct ServingService: Service {
     func run() async throws {
         let config = reloader.current
         let addresses = try await server.start()
-        StartupPages.release()
         for (listener, address) in zip(config.listeners, addresses) {
             logger.notice("gatewayd \(GatewayVersion.current) listening on \(listener.tls == nil ? "http" : "https")://\(address.hostAndPort)")
         }
         notifier.ready(status: "serving")
+        StartupPages.release()
         try? await gracefulShutdown()
         notifier.stopping()
         let timeout = reloader.current.limits.drainTimeout
