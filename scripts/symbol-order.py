@@ -19,7 +19,7 @@ import sys
 
 
 def self_costs(dump, binary):
-    """Each function's own instruction count in `binary`'s object, from one dump."""
+    """Each function's own instruction count in `binary`'s object, from one dump (a Counter by name)."""
     names, objects = {}, {}
     costs = collections.Counter()
     function, obj, call_line = None, None, False
@@ -52,8 +52,12 @@ def self_costs(dump, binary):
             fields = line.split()
             if len(fields) >= 2 and function:
                 costs[function] += int(fields[1])
-    # A name like 0x1a2b3c is code callgrind found no symbol for.
-    return [(name, cost) for (obj, name), cost in costs.most_common() if obj == binary and cost > 0 and name and not name.startswith("0x")]
+    # A name like 0x1a2b3c is code callgrind found no symbol for; `f'2` its name for a recursive activation of f.
+    own = collections.Counter()
+    for (obj, name), cost in costs.items():
+        if obj == binary and cost > 0 and name and not name.startswith("0x"):
+            own[name.split("'")[0]] += cost
+    return own
 
 
 def shared_sections(link_map):
@@ -88,12 +92,10 @@ def main():
     immovable = shared_sections(link_map)
     served = collections.Counter()
     for dump in serving:
-        for name, cost in self_costs(dump, binary):
-            served[name.split("'")[0]] += cost  # `f'2`: callgrind's name for a recursive activation
+        served.update(self_costs(dump, binary))
     order = [name for name, _ in served.most_common() if name not in immovable]
     seen = set(order) | immovable
-    for name, _ in self_costs(startup, binary):
-        name = name.split("'")[0]
+    for name, _ in self_costs(startup, binary).most_common():
         if name not in seen:
             seen.add(name)
             order.append(name)

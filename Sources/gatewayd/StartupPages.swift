@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import Foundation
 import Glibc
 
 /// Lets go of the binary's pages the start-up (and each reload) touched, as
@@ -15,41 +16,27 @@ import Glibc
 /// relocated one) would be replaced by the file's. Its data is never touched.
 enum StartupPages {
     static func release() {
-        for mapping in readOnlyMappings() { _ = madvise(mapping.start, mapping.count, MADV_DONTNEED) }
+        for mapping in readOnlyMappings() { _ = madvise(UnsafeMutableRawPointer(bitPattern: mapping.lowerBound), Int(mapping.count), MADV_DONTNEED) }
     }
 
     /// The executable's `r-xp` and `r--p` mappings that hold no anonymous (written) page, from /proc/self/smaps.
-    private static func readOnlyMappings() -> [(start: UnsafeMutableRawPointer, count: Int)] {
-        guard let executable = link("/proc/self/exe"), let smaps = fopen("/proc/self/smaps", "r") else { return [] }
-        defer { fclose(smaps) }
-        var found: [(start: UnsafeMutableRawPointer, count: Int)] = []
-        var candidate: (start: UInt, end: UInt)?
-        var line: UnsafeMutablePointer<CChar>?
-        var capacity = 0
-        defer { free(line) }
-        while getline(&line, &capacity, smaps) > 0, let line {
-            let fields = String(cString: line).split(whereSeparator: { $0 == " " || $0 == "\n" })
-            if fields.count >= 6, fields[1] == "r-xp" || fields[1] == "r--p", fields[0].contains("-") {
-                let path = fields[5...].joined(separator: " ")
-                let bounds = fields[0].split(separator: "-").compactMap { UInt($0, radix: 16) }
-                candidate = path == executable && bounds.count == 2 ? (bounds[0], bounds[1]) : nil
-            } else if fields.first == "Anonymous:", let (start, end) = candidate {
+    private static func readOnlyMappings() -> [Range<UInt>] {
+        guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"),
+              let smaps = try? String(contentsOfFile: "/proc/self/smaps", encoding: .utf8) else { return [] }
+        var found: [Range<UInt>] = []
+        var candidate: Range<UInt>?
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            let bounds = fields.first?.split(separator: "-").compactMap { UInt($0, radix: 16) } ?? []
+            if bounds.count == 2, bounds[0] < bounds[1] {  // a mapping's header: `start-end perms offset device inode path`
+                let ours = fields.count >= 6 && (fields[1] == "r-xp" || fields[1] == "r--p") && fields[5...].joined(separator: " ") == executable
+                candidate = ours ? bounds[0]..<bounds[1] : nil
+            } else if fields.first == "Anonymous:", let mapping = candidate {
                 candidate = nil
-                if fields.count > 1, fields[1] == "0", end > start, let pointer = UnsafeMutableRawPointer(bitPattern: start) {
-                    found.append((pointer, Int(end - start)))
-                }
-            } else if fields.count >= 2, fields[0].contains("-"), fields[0].first?.isHexDigit == true {
-                candidate = nil
+                if fields.count > 1, fields[1] == "0" { found.append(mapping) }
             }
         }
         return found
-    }
-
-    private static func link(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink(path, &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 
