@@ -88,4 +88,30 @@ import Testing
         let deep = String(repeating: "<a>", count: 65) + String(repeating: "</a>", count: 65)
         #expect(XMLScanner.decode(Array(deep.utf8), namespaces: .strip, arrays: arrays, maxDepth: 64) == nil)
     }
+
+    /// The word-at-a-time text test against the byte test: each byte value at each of the eight places among plain ones.
+    @Test func eightBytesAtATimeFindWhatOneAtATimeFinds() {
+        for value in 0...255 {
+            for place in 0..<8 {
+                var word = [UInt8](repeating: UInt8(ascii: "a"), count: 8)
+                word[place] = UInt8(value)
+                let packed = word.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                #expect(XMLScanner.hasSpecial(packed) == XMLScanner.isSpecial(UInt8(value)), "\(value) at \(place)")
+            }
+        }
+        for value in 0...255 {
+            let b = UInt8(value)
+            let expected = XMLScanner.isNameStart(b) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(b) || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")
+            #expect(XMLScanner.isNameCharacter(b) == expected, "\(value)")
+        }
+    }
+
+    /// Text long enough to be read eight bytes at a time, with what ends or changes a run at each offset.
+    @Test(arguments: ["<", "&amp;", "\r\n", "\u{E9}", "]]>", "\t"]) func longTextReadsAsLibxml2ReadsIt(_ piece: String) throws {
+        for offset in 0..<20 {
+            let text = "<r>" + String(repeating: "x", count: offset) + (piece == "<" ? "<a/>" : piece) + String(repeating: "y", count: 21 - offset) + "</r>"
+            let read = try both(Array(text.utf8), .strip)
+            #expect((read == nil) == (piece == "]]>"), "\(text)")
+        }
+    }
 }

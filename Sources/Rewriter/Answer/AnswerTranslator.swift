@@ -86,20 +86,30 @@ public enum AnswerTranslator {
     /// The decoder a media type calls for: JSON (`application/json`, `+json`),
     /// XML (`text/xml`, `application/xml`, `+xml`, SOAP 1.2's), or a form.
     static func kind(of contentType: String?) -> AnswerRule.Decode? {
-        guard let contentType else { return nil }
-        var media = contentType.prefix { $0 != ";" }
-        while media.first == " " || media.first == "\t" { media = media.dropFirst() }
-        while media.last == " " || media.last == "\t" { media = media.dropLast() }
-        // Compared as ASCII without case, in place: lowercasing made a string per answer.
-        func lower(_ b: UInt8) -> UInt8 { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b) ? b | 0x20 : b }
-        func `is`(_ name: String) -> Bool { media.utf8.elementsEqual(name.utf8) { lower($0) == $1 } }
-        func ends(_ suffix: String) -> Bool {
-            media.utf8.count >= suffix.utf8.count && media.utf8.suffix(suffix.utf8.count).elementsEqual(suffix.utf8) { lower($0) == $1 }
+        guard var contentType else { return nil }
+        // Read as bytes, compared as ASCII without case, in place: characters
+        // (grapheme by grapheme) and a lowercased copy were a twentieth of a translation.
+        return contentType.withUTF8 { bytes in
+            func blank(_ b: UInt8) -> Bool { b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") }
+            var start = 0, end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
+            while start < end, blank(bytes[start]) { start += 1 }
+            while end > start, blank(bytes[end - 1]) { end -= 1 }
+            let media = bytes[start..<end]
+            func lower(_ b: UInt8) -> UInt8 { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b) ? b | 0x20 : b }
+            func `is`(_ name: StaticString) -> Bool {
+                media.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)) { lower($0) == $1 }
+            }
+            func ends(_ suffix: StaticString) -> Bool {
+                media.count >= suffix.utf8CodeUnitCount
+                    && media.suffix(suffix.utf8CodeUnitCount).elementsEqual(UnsafeBufferPointer(start: suffix.utf8Start, count: suffix.utf8CodeUnitCount)) {
+                        lower($0) == $1
+                    }
+            }
+            if `is`("application/json") || ends("+json") { return .json }
+            if `is`("text/xml") || `is`("application/xml") || ends("+xml") { return .xml }
+            if `is`("application/x-www-form-urlencoded") { return .form }
+            return nil
         }
-        if `is`("application/json") || ends("+json") { return .json }
-        if `is`("text/xml") || `is`("application/xml") || ends("+xml") { return .xml }
-        if `is`("application/x-www-form-urlencoded") { return .form }
-        return nil
     }
 
     /// A field's value: read, defaulted, listed and typed; nil when it is absent and optional.

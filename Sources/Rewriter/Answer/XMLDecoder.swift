@@ -105,11 +105,11 @@ public enum XMLDecoder {
             // The reader hands a CDATA section over as written, CR included
             // (xmllint --stream shows it); XML 1.0 §2.11 reads CR LF and a lone CR as LF everywhere.
             let bytes = UnsafeBufferPointer(start: value, count: Int(xmlStrlen(value)))
-            builder.text(bytes.contains(0x0D) ? XMLScanner.normalized(bytes)[...] : ArraySlice(bytes))
+            if bytes.contains(0x0D) { builder.text(XMLScanner.normalized(bytes)) } else { builder.text(bytes) }
         case XML_READER_TYPE_TEXT, XML_READER_TYPE_SIGNIFICANT_WHITESPACE, XML_READER_TYPE_WHITESPACE:
             guard let value = xmlTextReaderConstValue(reader) else { return nil }
             // Appended at once (a byte at a time was a sixth of a 2 KB answer's translation).
-            builder.text(ArraySlice(UnsafeBufferPointer(start: value, count: Int(xmlStrlen(value)))))
+            builder.text(UnsafeBufferPointer(start: value, count: Int(xmlStrlen(value))))
         default:
             // Comments, processing instructions, the XML declaration: not data.
             break
