@@ -95,15 +95,12 @@ public enum AnswerTranslator {
             while start < end, blank(bytes[start]) { start += 1 }
             while end > start, blank(bytes[end - 1]) { end -= 1 }
             let media = bytes[start..<end]
-            func lower(_ b: UInt8) -> UInt8 { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b) ? b | 0x20 : b }
-            func `is`(_ name: StaticString) -> Bool {
-                media.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)) { lower($0) == $1 }
+            func equal(_ part: Slice<UnsafeBufferPointer<UInt8>>, _ name: StaticString) -> Bool {
+                part.elementsEqual(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), by: HeaderList.sameLetter)
             }
+            func `is`(_ name: StaticString) -> Bool { equal(media, name) }
             func ends(_ suffix: StaticString) -> Bool {
-                media.count >= suffix.utf8CodeUnitCount
-                    && media.suffix(suffix.utf8CodeUnitCount).elementsEqual(UnsafeBufferPointer(start: suffix.utf8Start, count: suffix.utf8CodeUnitCount)) {
-                        lower($0) == $1
-                    }
+                media.count >= suffix.utf8CodeUnitCount && equal(media.suffix(suffix.utf8CodeUnitCount), suffix)
             }
             if `is`("application/json") || ends("+json") { return .json }
             if `is`("text/xml") || `is`("application/xml") || ends("+xml") { return .xml }
